@@ -1,0 +1,150 @@
+"""The evaluation report: one versioned JSON document per evaluation.
+
+The portal stores it as it is, so every change to its shape bumps ``SCHEMA_VERSION`` and is
+recorded in docs/report-schema.md; ``evaluator/report.schema.json`` is the machine-checkable form.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Literal, Optional, TypedDict
+
+SCHEMA_VERSION = "1.0"
+
+
+class FailureClass(str, enum.Enum):
+    SYNTAX_ERROR = "syntax_error"  # the file does not parse
+    IMPORT_ERROR = "import_error"  # importing the module raised
+    MISSING_SOLUTION = "missing_solution"  # no callable named `solution`
+    SIGNATURE_MISMATCH = "signature_mismatch"  # cannot be called with the reference's arguments
+    COMPILE_ERROR = "compile_error"  # a CUDA/C++ build through evaluator.cuda failed
+    RUNTIME_ERROR = "runtime_error"  # solution raised while running
+    SHAPE_MISMATCH = "shape_mismatch"  # wrong output count or shape
+    DTYPE_MISMATCH = "dtype_mismatch"
+    NAN_INF = "nan_inf"  # NaN or Inf where the reference has finite values
+    VALUE_MISMATCH = "value_mismatch"  # outside the problem's tolerance
+    INPUT_MUTATION = "input_mutation"  # changed an input the real code leaves alone
+    TIMING_VIOLATION = "timing_violation"  # work escaped the timed region or the timers disagree
+    DEADLOCK = "deadlock"  # a rank made no progress within the limit (deadlock or timeout)
+    CRASH = "crash"  # a rank process died (signal, abort, os._exit)
+    OUT_OF_MEMORY = "out_of_memory"
+    HARNESS_ERROR = "harness_error"  # our fault: the reference side or the evaluator failed
+
+
+Verdict = Literal["pass", "fail"]
+
+
+class OutputCheck(TypedDict):
+    index: int
+    status: str  # "ok" or a FailureClass value
+    shape: list[int]
+    expected_shape: list[int]
+    dtype: str
+    expected_dtype: str
+    max_abs_err: Optional[float]
+    max_rel_err: Optional[float]
+    mismatched: int  # elements outside tolerance
+    numel: int
+
+
+class RankCheck(TypedDict):
+    rank: int
+    passed: bool
+    outputs: list[OutputCheck]
+
+
+class Trial(TypedDict):
+    index: int
+    seed: int
+    kind: Literal["correctness", "timed"]  # "timed": outputs of a timed iteration, re-checked
+    passed: bool
+    ranks: list[RankCheck]
+
+
+class Failure(TypedDict):
+    failure_class: str  # a FailureClass value
+    message: str  # one line a person can act on
+    rank: Optional[int]
+    trial: Optional[int]
+    output: Optional[int]
+    traceback: Optional[str]
+    compiler_output: Optional[str]
+    stacks: dict[str, str]  # rank -> Python stacks of every thread, for deadlocks
+    stderr: dict[str, str]  # rank -> tail of its stderr
+
+
+class SideTiming(TypedDict):
+    median_ms: float
+    mean_ms: float
+    min_ms: float
+    p10_ms: float
+    p90_ms: float
+    iterations: int
+    per_rank_median_ms: list[float]
+    roofline_fraction: Optional[float]
+
+
+class Roofline(TypedDict):
+    time_ms: float
+    bound: Literal["link", "hbm", "flops"]
+    link_bytes: float
+    hbm_bytes: float
+    flops: float
+    link_bandwidth_gbps: float
+    hbm_bandwidth_gbps: float
+    flops_rate_tflops: float
+
+
+class Timing(TypedDict):
+    device: Literal["cuda", "cpu"]  # CPU timings are never compared with GPU ones
+    method: str
+    input_copies: int
+    warmup_iterations: int
+    reference: SideTiming
+    candidate: SideTiming
+    speedup: float  # reference median / candidate median, both from this evaluation
+    roofline: Optional[Roofline]
+
+
+class ProblemRef(TypedDict):
+    slug: str
+    id: int
+    version: str
+
+
+class SettingInfo(TypedDict):
+    world_size: int
+    size: str
+    dtype: str
+    device: Literal["cuda", "cpu"]
+    backend: Literal["nccl", "gloo"]
+    trials: int
+
+
+class SolutionInfo(TypedDict):
+    sha256: str
+    bytes: int
+
+
+class WallTime(TypedDict):
+    total_s: float
+    reference_s: float
+    candidate_s: float
+    compile_s: Optional[float]  # time the candidate spent in evaluator.cuda builds (max over ranks)
+
+
+class Report(TypedDict):
+    schema_version: str
+    evaluator_version: str
+    problem: ProblemRef
+    setting: SettingInfo
+    solution: SolutionInfo
+    verdict: Verdict
+    failure: Optional[Failure]
+    trials: list[Trial]
+    timing: Optional[Timing]
+    hardware_profile: Optional[str]  # id of the hardware profile used for the roofline
+    software: dict[str, str]
+    wall_time: WallTime
+    started_at: str  # ISO 8601, UTC
+    finished_at: str
