@@ -1,0 +1,295 @@
+"""``evaluate(config) -> Report``: one whole evaluation of a candidate against a problem.
+
+Order: static checks in the parent (the file parses; it is never imported here), the candidate's
+ranks (trials, then timing), the hashes of what they wrote, the reference's ranks (same seeds,
+same timing), then the comparison and the scores. The candidate runs first so that reference
+outputs do not exist on disk while candidate code runs.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import datetime
+import hashlib
+import os
+import secrets
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+import torch
+
+import problems
+from problems.spec import DTYPE_NAMES, Problem, _derive_seed, dtype_name
+
+from . import __version__
+from .compare import compare_outputs, describe
+from .config import EvalConfig, Limits
+from .launcher import SideResult, run_side
+from .report import (SCHEMA_VERSION, Failure, FailureClass, RankCheck, Report, SideTiming,
+                     Timing, Trial, WallTime)
+from .roofline import roofline
+from .stats import slowest_rank_per_iteration, summarize
+
+# Work that keeps running on another stream after the solution returned shows up as a gap
+# between the timed stream's end event and a device-wide synchronize.
+ESCAPED_GAP_MS = 0.05
+ESCAPED_GAP_SHARE = 0.25
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+@contextlib.contextmanager
+def _workdir(config: EvalConfig) -> Iterator[Path]:
+    if config.workdir is not None:
+        config.workdir.mkdir(parents=True, exist_ok=True)
+        yield config.workdir
+        return
+    # /dev/shm keeps output files in memory on GPU hosts, where they can be large.
+    base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    path = Path(tempfile.mkdtemp(prefix="pkb-eval-", dir=base))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def resolve_dtype(problem: Problem, name: Optional[str]) -> torch.dtype:
+    if name is None:
+        return problem.default_dtype
+    if name not in DTYPE_NAMES:
+        raise ValueError(f"unknown dtype {name!r}; use one of {sorted(DTYPE_NAMES)}")
+    return DTYPE_NAMES[name]
+
+
+def read_solution(path: Path) -> bytes:
+    if not path.is_file():
+        raise FileNotFoundError(f"solution file {path} does not exist")
+    return path.read_bytes()
+
+
+def static_failure(source: bytes) -> Optional[Failure]:
+    """Checks that need no import: UTF-8 text that parses and defines ``solution``."""
+    try:
+        text = source.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return _failure(FailureClass.SYNTAX_ERROR, f"the file is not UTF-8 text (byte {exc.start})")
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as exc:
+        return _failure(FailureClass.SYNTAX_ERROR, f"line {exc.lineno}: {exc.msg}",
+                        traceback=f"{exc.text or ''}".rstrip())
+    names = {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    assigned = {t.id for node in tree.body if isinstance(node, ast.Assign)
+                for t in node.targets if isinstance(t, ast.Name)}
+    imported = {alias.asname or alias.name for node in tree.body
+                if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
+    if "solution" not in names | assigned | imported:
+        return _failure(FailureClass.MISSING_SOLUTION,
+                        "the file defines no top-level `solution`; define `def solution(...)` with the "
+                        "reference's signature")
+    return None
+
+
+def _failure(failure_class: FailureClass, message: str, **extra: Any) -> Failure:
+    failure = Failure(failure_class=failure_class.value, message=message, rank=None, trial=None,
+                      output=None, traceback=None, compiler_output=None, stacks={}, stderr={})
+    failure.update(extra)  # type: ignore[typeddict-item]
+    return failure
+
+
+def hardware_profile(config: EvalConfig) -> Optional[dict[str, Any]]:
+    try:
+        from .hardware import profiles
+    except ImportError:
+        return None
+    if config.hardware_profile:
+        return profiles.get_profile(config.hardware_profile)
+    return profiles.default_profile(config.device, config.world_size)
+
+
+class Evaluation:
+    def __init__(self, config: EvalConfig) -> None:
+        self.config = config
+        self.problem = problems.get(config.problem)
+        self.dtype = resolve_dtype(self.problem, config.dtype)
+        self.problem.check_setting(config.world_size, config.size, self.dtype)
+        if config.device == "cuda" and torch.cuda.device_count() < config.world_size:
+            raise ValueError(f"world size {config.world_size} needs {config.world_size} GPUs; "
+                             f"this host has {torch.cuda.device_count()}")
+        self.source = read_solution(config.solution_path)
+        base = config.seed if config.seed is not None else secrets.randbelow(2**31)
+        self.seeds = [_derive_seed(base, "trial", i) % 2**31 for i in range(config.trials)]
+        self.timing_seed = _derive_seed(base, "timing") % 2**31
+        self.timing = config.resolved_timing() if config.timing else None
+        self.profile = hardware_profile(config) if config.timing else None
+        self.started_at = _now()
+
+    def job(self, side: str, workdir: Path) -> dict[str, Any]:
+        out_dir = workdir / side
+        out_dir.mkdir(exist_ok=True)
+        (workdir / f"{side}-stacks").mkdir(exist_ok=True)
+        cpus = os.cpu_count() or 1
+        task = {
+            "task": 0, "problem": self.problem.slug, "size": self.config.size,
+            "dtype": dtype_name(self.dtype),
+            "trials": [{"index": i, "seed": s} for i, s in enumerate(self.seeds)],
+            "timing": self.timing.__dict__ if self.timing else None,
+            "timing_seed": self.timing_seed,
+        }
+        return {
+            "side": side, "world_size": self.config.world_size, "device": self.config.device,
+            "backend": "nccl" if self.config.device == "cuda" else "gloo",
+            "solution_path": str(self.config.solution_path.resolve()) if side == "candidate" else None,
+            "store_path": str(workdir / f"{side}-store"), "stack_dir": str(workdir / f"{side}-stacks"),
+            "out_dir": str(out_dir), "tasks": [task],
+            "threads": max(1, cpus // self.config.world_size),
+            "collective_timeout_s": self.config.limits.total_s,
+        }
+
+    def timing_limit(self) -> float:
+        """Seconds the timed phase may take: its own caps, generously, plus input copies."""
+        if not self.timing:
+            return 0.0
+        return (self.timing.max_time_s + self.timing.warmup_time_s) * 3 + 30
+
+    def run(self) -> Report:
+        static = static_failure(self.source)
+        if static is not None:
+            return self.report(static, [], None, None, None)
+        with _workdir(self.config) as workdir:
+            candidate = run_side(self.job("candidate", workdir), workdir, self.config.limits, self.timing_limit())
+            if not candidate.ok:
+                return self.report(candidate.failure, [], None, candidate, None)
+            hashes = _hash_outputs(workdir / "candidate")
+            reference = run_side(self.job("reference", workdir), workdir, self.config.limits, self.timing_limit())
+            if not reference.ok:
+                return self.report(reference.failure, [], None, candidate, reference)
+            changed = [name for name, digest in _hash_outputs(workdir / "candidate").items()
+                       if hashes.get(name) != digest]
+            if changed:
+                failure = _failure(FailureClass.TIMING_VIOLATION,
+                                   f"candidate output files changed after its ranks finished: {changed[:3]}")
+                return self.report(failure, [], None, candidate, reference)
+            trials, failure = self.judge(workdir)
+            timing = None
+            if failure is None and self.timing:
+                timing, failure = self.score(candidate, reference)
+            return self.report(failure, trials, timing, candidate, reference)
+
+    def judge(self, workdir: Path) -> tuple[list[Trial], Optional[Failure]]:
+        tol = self.problem.tolerance(self.dtype)
+        trials: list[Trial] = []
+        failure: Optional[Failure] = None
+        labels = [(i, s, "correctness", f"trial{i}") for i, s in enumerate(self.seeds)]
+        if self.timing:
+            labels.append((len(self.seeds), self.timing_seed, "timed", "timed"))
+        for index, seed, kind, label in labels:
+            ranks: list[RankCheck] = []
+            for rank in range(self.config.world_size):
+                name = f"task0_{label}_rank{rank}.pt"
+                got = torch.load(workdir / "candidate" / name, weights_only=True)
+                want = torch.load(workdir / "reference" / name, weights_only=True)
+                checks = compare_outputs(got, want, tol)
+                ranks.append(RankCheck(rank=rank, passed=all(c["status"] == "ok" for c in checks), outputs=checks))
+                bad = next((c for c in checks if c["status"] != "ok"), None)
+                if bad is not None and failure is None:
+                    what = "a timed iteration" if kind == "timed" else f"trial {index}"
+                    failure = _failure(FailureClass(bad["status"]), f"rank {rank}, {what}: {describe(bad)}",
+                                       rank=rank, trial=index, output=bad["index"])
+            trials.append(Trial(index=index, seed=seed, kind=kind,  # type: ignore[typeddict-item]
+                                passed=all(r["passed"] for r in ranks), ranks=ranks))
+        return trials, failure
+
+    def side_timing(self, side: SideResult) -> tuple[SideTiming, dict[str, Any]]:
+        events = [side.times[(0, rank)] for rank in range(self.config.world_size)]
+        iterations = slowest_rank_per_iteration([e["times_ms"] for e in events])
+        summary = summarize(iterations)
+        per_rank = [summarize(e["times_ms"])["median_ms"] for e in events]
+        timing = SideTiming(per_rank_median_ms=per_rank, roofline_fraction=None, **summary)  # type: ignore[typeddict-item]
+        gaps = [g for e in events for g in e["gap_ms"]]
+        escaped = sum(1 for g, t in zip(gaps, [t for e in events for t in e["times_ms"]])
+                      if g > max(ESCAPED_GAP_MS, ESCAPED_GAP_SHARE * t))
+        return timing, {"escaped": escaped, "iterations": len(gaps), "copies": events[0]["copies"],
+                        "warmup": events[0]["warmup"]}
+
+    def score(self, candidate: SideResult, reference: SideResult) -> tuple[Optional[Timing], Optional[Failure]]:
+        cand, cand_info = self.side_timing(candidate)
+        ref, _ = self.side_timing(reference)
+        failure = None
+        if self.config.device == "cuda" and cand_info["escaped"] > cand_info["iterations"] // 2:
+            failure = _failure(FailureClass.TIMING_VIOLATION,
+                               f"in {cand_info['escaped']} of {cand_info['iterations']} timed calls, GPU work "
+                               "kept running after the solution returned (on a stream the caller does not "
+                               "wait for); make the current stream wait for side streams before returning")
+        rl = None
+        if self.profile is not None:
+            rl = roofline(self.problem.traffic(self.problem.setting(self.config.world_size, self.config.size,
+                                                                     self.dtype)), self.profile, self.dtype)
+            cand["roofline_fraction"] = rl["time_ms"] / cand["median_ms"]
+            ref["roofline_fraction"] = rl["time_ms"] / ref["median_ms"]
+        timing = Timing(
+            device=self.config.device, method=_METHOD[self.config.device],
+            input_copies=cand_info["copies"], warmup_iterations=cand_info["warmup"],
+            reference=ref, candidate=cand, speedup=ref["median_ms"] / cand["median_ms"], roofline=rl)
+        return timing, failure
+
+    def report(self, failure: Optional[Failure], trials: list[Trial], timing: Optional[Timing],
+               candidate: Optional[SideResult], reference: Optional[SideResult]) -> Report:
+        software = {}
+        if candidate is not None and candidate.ready:
+            software = dict(next(iter(candidate.ready.values())).get("software") or {})
+        compile_s = None
+        if candidate is not None and candidate.ready:
+            values = [e.get("compile_s") for e in candidate.ready.values() if e.get("compile_s") is not None]
+            compile_s = max(values) if values else None
+        finished = _now()
+        total = (datetime.datetime.fromisoformat(finished) - datetime.datetime.fromisoformat(self.started_at))
+        return Report(
+            schema_version=SCHEMA_VERSION, evaluator_version=__version__,
+            problem={"slug": self.problem.slug, "id": self.problem.id, "version": problems.version(self.problem)},
+            setting={"world_size": self.config.world_size, "size": self.config.size,
+                     "dtype": dtype_name(self.dtype), "device": self.config.device,
+                     "backend": "nccl" if self.config.device == "cuda" else "gloo",
+                     "trials": self.config.trials},
+            solution={"sha256": hashlib.sha256(self.source).hexdigest(), "bytes": len(self.source)},
+            verdict="pass" if failure is None else "fail",
+            failure=failure, trials=trials, timing=timing,
+            hardware_profile=self.profile["id"] if self.profile else None,
+            software=software,
+            wall_time=WallTime(total_s=max(total.total_seconds(), 0.0),
+                               reference_s=reference.wall_s if reference else 0.0,
+                               candidate_s=candidate.wall_s if candidate else 0.0,
+                               compile_s=compile_s),
+            started_at=self.started_at, finished_at=finished,
+        )
+
+
+_METHOD = {
+    "cuda": ("CUDA events on every rank around each call, ranks aligned by an all-reduce before each "
+             "call, iteration time = slowest rank, inputs rotated across copies spanning several L2s"),
+    "cpu": "perf_counter on every rank around each call, ranks aligned by a barrier; CPU timings only",
+}
+
+
+def _hash_outputs(folder: Path) -> dict[str, str]:
+    digests = {}
+    for path in sorted(folder.glob("*.pt")):
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 22), b""):
+                digest.update(block)
+        digests[path.name] = digest.hexdigest()
+    return digests
+
+
+def evaluate(config: EvalConfig) -> Report:
+    """Run one evaluation. Bad arguments raise ValueError; a bad candidate gives a failing report."""
+    return Evaluation(config).run()
+
+
+__all__ = ["EvalConfig", "Limits", "evaluate"]

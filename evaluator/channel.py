@@ -1,0 +1,50 @@
+"""The status channel from a rank process to the evaluating parent.
+
+Ranks write one JSON object per line to an inherited pipe; the parent never unpickles anything a
+rank sends (candidate code runs in the rank and could forge a pickle), and reads tensors only with
+``torch.load(weights_only=True)`` from files whose hashes it took when the side finished.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+READY = "ready"
+STEP = "step"
+TIMES = "times"
+ERROR = "error"
+DONE = "done"
+
+
+class RankChannel:
+    """The rank's end: write-only, line-buffered JSON."""
+
+    def __init__(self, fd: int, rank: int) -> None:
+        self._fd = fd
+        self._rank = rank
+
+    def send(self, event: str, **payload: Any) -> None:
+        line = json.dumps({"event": event, "rank": self._rank, **payload}) + "\n"
+        data = line.encode()
+        while data:
+            written = os.write(self._fd, data)
+            data = data[written:]
+
+
+def parse_lines(buffer: bytes) -> tuple[list[dict[str, Any]], bytes]:
+    """Split complete lines off ``buffer``; malformed lines become ``{"event": "garbage"}``."""
+    *lines, rest = buffer.split(b"\n")
+    events = []
+    for raw in lines:
+        if not raw.strip():
+            continue
+        try:
+            event = json.loads(raw)
+            if not isinstance(event, dict) or "event" not in event:
+                raise ValueError
+        except ValueError:
+            event = {"event": "garbage", "raw": raw[:200].decode(errors="replace")}
+        events.append(event)
+    return events, rest

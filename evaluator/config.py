@@ -1,0 +1,78 @@
+"""What one evaluation is asked to do, and the limits that keep a bad candidate from hanging it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+Device = Literal["cpu", "cuda"]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Seconds a rank may go without progress before every rank is killed.
+
+    ``startup_s`` covers process start, process-group set-up, importing the candidate and its
+    CUDA builds (a cold nvcc build of a torch extension takes ~40 s on a small host). ``step_s``
+    covers one correctness trial or one timed phase. ``total_s`` bounds a whole side.
+    """
+
+    startup_s: float = 240.0
+    step_s: float = 60.0
+    total_s: float = 900.0
+    kill_grace_s: float = 2.0  # between SIGTERM and SIGKILL
+    error_grace_s: float = 3.0  # after a first rank reports an error, to collect the others'
+
+
+@dataclass(frozen=True)
+class TimingConfig:
+    """Adaptive timing: stop after ``min_iterations`` once ``min_time_s`` has passed, or at a cap.
+
+    The stop decision is made on the fly by rank 0 from measured times, so a candidate cannot
+    know in advance which call is the last (whose outputs are re-checked).
+    """
+
+    warmup_iterations: int = 5
+    warmup_time_s: float = 0.2
+    min_iterations: int = 10
+    max_iterations: int = 200
+    min_time_s: float = 1.0
+    max_time_s: float = 5.0
+    l2_multiple: float = 3.0  # rotated input copies span at least this many L2 caches
+    max_copies: int = 16
+    max_copy_bytes: int = 8 * 2**30
+
+    @classmethod
+    def quick(cls) -> "TimingConfig":
+        """For CPU runs and tests: a handful of iterations, labelled CPU in the report."""
+        return cls(warmup_iterations=1, warmup_time_s=0.0, min_iterations=3, max_iterations=10,
+                   min_time_s=0.05, max_time_s=1.0, max_copies=2)
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    problem: str
+    solution_path: Path
+    world_size: int
+    device: Device = "cpu"
+    dtype: Optional[str] = None  # None: the problem's default dtype
+    size: str = "default"
+    trials: int = 5
+    seed: Optional[int] = None  # base seed of the trial seeds; None draws a fresh secret one
+    timing: bool = True
+    timing_config: Optional[TimingConfig] = None  # None: quick on CPU, full on CUDA
+    hardware_profile: Optional[str] = None  # None: the committed profile matching the device
+    limits: Limits = field(default_factory=Limits)
+    workdir: Optional[Path] = None  # None: a fresh temporary directory, removed afterwards
+
+    def resolved_timing(self) -> TimingConfig:
+        if self.timing_config is not None:
+            return self.timing_config
+        return TimingConfig() if self.device == "cuda" else TimingConfig.quick()
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["solution_path"] = str(self.solution_path)
+        data["workdir"] = str(self.workdir) if self.workdir else None
+        return data

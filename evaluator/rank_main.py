@@ -1,0 +1,126 @@
+"""Entry point of one rank process: ``python -m evaluator.rank_main JOB RANK STATUS_FD``.
+
+One process per rank serves every task and trial of a job (never a launch per trial). It reports
+progress on the status channel; the parent enforces deadlines and kills it when it stalls.
+"""
+
+from __future__ import annotations
+
+import datetime
+import faulthandler
+import json
+import os
+import signal
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+# Bound before anything a candidate could patch.
+_perf_counter = time.perf_counter
+
+
+def _software(device: str) -> dict[str, str]:
+    import platform
+
+    import torch
+
+    info = {"python": platform.python_version(), "torch": torch.__version__,
+            "platform": platform.platform()}
+    if device == "cuda":
+        info["cuda"] = str(torch.version.cuda)
+        info["gpu"] = torch.cuda.get_device_name()
+        try:
+            info["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+        except Exception:  # noqa: BLE001 - a version string is best effort
+            pass
+    return info
+
+
+def _init(job: dict[str, Any], rank: int):  # type: ignore[no-untyped-def]
+    import torch
+    import torch.distributed as dist
+
+    world_size = job["world_size"]
+    if job["device"] == "cuda":
+        torch.cuda.set_device(rank % torch.cuda.device_count())
+        device = torch.device("cuda", torch.cuda.current_device())
+    else:
+        torch.set_num_threads(job.get("threads", 1))
+        device = torch.device("cpu")
+    store = dist.FileStore(job["store_path"], world_size)
+    kwargs: dict[str, Any] = {}
+    if job["device"] == "cuda":
+        kwargs["device_id"] = device  # eager NCCL init: communicators exist before the first trial
+    dist.init_process_group(job["backend"], store=store, rank=rank, world_size=world_size,
+                            timeout=datetime.timedelta(seconds=job["collective_timeout_s"]), **kwargs)
+    control_group = dist.new_group(list(range(world_size)))
+    return device, control_group
+
+
+def run(job: dict[str, Any], rank: int, channel) -> None:  # type: ignore[no-untyped-def]
+    import problems
+
+    from .candidate import CandidateError, classify_exception, load_solution
+    from .channel import DONE, ERROR, READY
+    from .rank_runner import RankContext, TaskRunner
+
+    device, control_group = _init(job, rank)
+    ctx = RankContext(rank=rank, world_size=job["world_size"], device=device,
+                      control_group=control_group, channel=channel, out_dir=Path(job["out_dir"]))
+    task = {"task": None}
+    try:
+        solution = None
+        if job["side"] == "candidate":
+            first = problems.get(job["tasks"][0]["problem"])
+            solution = load_solution(Path(job["solution_path"]), first)
+        channel.send(READY, compile_s=_compile_seconds(), software=_software(job["device"]))
+        for task in job["tasks"]:
+            problem = problems.get(task["problem"])
+            fn = solution if solution is not None else problem.reference
+            TaskRunner(ctx, problem, fn, task, job["side"]).run()
+        import torch.distributed as dist
+
+        dist.barrier(group=control_group)
+        channel.send(DONE, compile_s=_compile_seconds())
+    except BaseException as exc:  # noqa: BLE001 - every failure is reported, then the rank exits
+        during = "running the reference" if job["side"] == "reference" else "running the solution"
+        error = exc if isinstance(exc, CandidateError) else classify_exception(exc, during=during)
+        channel.send(ERROR, task=task.get("task"), failure_class=error.failure_class.value,
+                     message=error.message, traceback=error.traceback,
+                     compiler_output=error.compiler_output)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
+
+
+def _compile_seconds() -> float | None:
+    try:
+        from . import cuda
+    except ImportError:
+        return None
+    counter = getattr(cuda, "compile_seconds", None)
+    return counter() if callable(counter) else None
+
+
+def main() -> None:
+    from .channel import RankChannel
+
+    job_path, rank, fd = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    job = json.loads(Path(job_path).read_text())
+    # The parent sends SIGUSR1 before killing a stalled rank: every thread's Python stack lands here.
+    stacks = open(Path(job["stack_dir"]) / f"rank{rank}.txt", "w")  # noqa: SIM115 - lives as long as the process
+    faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    channel = RankChannel(fd, rank)
+    run(job, rank, channel)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter and process-group teardown: destroy_process_group can itself hang, and the
+    # parent already has everything it needs.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
