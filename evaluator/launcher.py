@@ -39,6 +39,7 @@ class RankState:
     timing: bool = False  # inside the timed phase, which has a limit of its own
     finished: bool = False
     steps: list[str] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)  # "task:step" of every completed step
     last_progress: float = field(default_factory=time.monotonic)
 
 
@@ -51,10 +52,14 @@ class SideResult:
     times: dict[tuple[int, int], dict[str, Any]]  # (task, rank) -> TIMES event
     errors: list[dict[str, Any]]  # ERROR events by arrival
     wall_s: float
+    steps: dict[int, list[str]] = field(default_factory=dict)  # rank -> "task:step" labels completed
 
     @property
     def ok(self) -> bool:
         return self.failure is None
+
+    def completed_steps(self, rank: int) -> list[str]:
+        return self.steps.get(rank, [])
 
 
 def rank_env(device: str, threads: int) -> dict[str, str]:
@@ -141,7 +146,7 @@ class SideRun:
             for state in self.ranks:
                 os.close(state.fd)
         return SideResult(self.side, failure, self.ready, self.done, self.times, self.errors,
-                          time.monotonic() - started)
+                          time.monotonic() - started, {s.rank: s.labels for s in self.ranks})
 
     def _watch(self, selector: selectors.BaseSelector, started: float) -> Optional[Failure]:
         while True:
@@ -191,11 +196,13 @@ class SideRun:
             self.ready[state.rank] = event
         elif kind == STEP:
             state.steps.append(str(event.get("step")))
+            state.labels.append(f"{event.get('task')}:{event.get('step')}")
             state.timing = bool(event.get("timing"))
         elif kind == TIMES:
             state.steps.append("timing")
             state.timing = False
             self.times[(int(event.get("task") or 0), state.rank)] = event
+            state.labels.append(f"{event.get('task')}:timing")
         elif kind == DONE:
             self.done[state.rank] = event
             state.finished = True

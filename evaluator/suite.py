@@ -1,0 +1,162 @@
+"""Running many problems' references on one rank group per world size.
+
+CI checks every reference on gloo this way (one process launch per world size, not per problem);
+on GPU hosts the same path times each reference under NCCL for docs/problems-h200.md. When a
+reference fails, the group is restarted after the failing problem, so one bad problem cannot hide
+the others.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import torch
+
+import problems
+from problems.spec import Problem, dtype_name
+
+from .config import Limits, TimingConfig
+from .launcher import run_side
+from .roofline import roofline
+from .stats import slowest_rank_per_iteration, summarize
+
+SEEDS = (11, 11, 12)  # same seed twice: determinism; another seed: the inputs really are seeded
+
+
+def _task(index: int, problem: Problem, size: str, timing: Optional[TimingConfig]) -> dict[str, Any]:
+    return {"task": index, "problem": problem.slug, "size": size, "dtype": dtype_name(problem.default_dtype),
+            "trials": [{"index": i, "seed": s} for i, s in enumerate(SEEDS)],
+            "timing": timing.__dict__ if timing else None, "timing_seed": 13}
+
+
+def _judge(problem: Problem, out_dir: Path, task: int, world_size: int) -> Optional[str]:
+    for rank in range(world_size):
+        runs = [torch.load(out_dir / f"task{task}_trial{i}_rank{rank}.pt", weights_only=True)
+                for i in range(len(SEEDS))]
+        first, again, other = runs
+        for index, (a, b, c) in enumerate(zip(first, again, other)):
+            if a.is_floating_point() and not torch.isfinite(a).all():
+                return f"rank {rank} output {index} has NaN/Inf"
+            if a.shape != b.shape or not torch.equal(a, b):
+                return f"rank {rank} output {index} differs between two runs with the same seed"
+        if all(a.shape == c.shape and torch.equal(a, c) for a, c in zip(first, other)) \
+                and any(a.numel() > 1 for a in first):
+            return f"rank {rank}: outputs are identical for two different seeds"
+    return None
+
+
+def _remaining_from(result: Any, tasks: list[dict[str, Any]], world_size: int) -> int:
+    """Index into ``tasks`` of the first task not completed by every rank."""
+    for position, task in enumerate(tasks):
+        expected = [f"{task['task']}:trial {i}" for i in range(len(SEEDS))]
+        if task["timing"]:
+            expected.append(f"{task['task']}:timing")
+        if not all(set(expected) <= set(result.completed_steps(r)) for r in range(world_size)):
+            return position
+    return len(tasks)
+
+
+def run_world(slugs: Sequence[str], world_size: int, *, device: str, size: str, timed: bool,
+              profile: Optional[dict[str, Any]], limits: Limits) -> list[dict[str, Any]]:
+    chosen = [problems.get(s) for s in slugs] if slugs else list(problems.all_problems())
+    rows: list[dict[str, Any]] = []
+    runnable = []
+    for problem in chosen:
+        if world_size in problem.world_sizes:
+            runnable.append(problem)
+        else:
+            rows.append({"slug": problem.slug, "world_size": world_size, "status": "skipped",
+                         "message": problem.world_size_note or "world size not supported"})
+    timing = (TimingConfig(min_time_s=0.3, max_time_s=1.0, max_iterations=50) if device == "cuda"
+              else TimingConfig.quick()) if timed else None
+    tasks = [_task(i, p, size, timing) for i, p in enumerate(runnable)]
+    by_task = {t["task"]: p for t, p in zip(tasks, runnable)}
+    base = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    while tasks:
+        workdir = Path(tempfile.mkdtemp(prefix="pkb-suite-", dir=base))
+        try:
+            (workdir / "reference").mkdir()
+            (workdir / "reference-stacks").mkdir()
+            job = {"side": "reference", "world_size": world_size, "device": device,
+                   "backend": "nccl" if device == "cuda" else "gloo", "solution_path": None,
+                   "store_path": str(workdir / "store"), "stack_dir": str(workdir / "reference-stacks"),
+                   "out_dir": str(workdir / "reference"), "tasks": tasks,
+                   "threads": max(1, (os.cpu_count() or 1) // world_size),
+                   "collective_timeout_s": limits.total_s}
+            total = Limits(startup_s=limits.startup_s, step_s=limits.step_s,
+                           total_s=limits.total_s * max(1, len(tasks)))
+            result = run_side(job, workdir, total, 60.0)
+            stop = _remaining_from(result, tasks, world_size)
+            for task in tasks[:stop]:
+                rows.append(_row(by_task[task["task"]], task, workdir, world_size, result, profile, size))
+            if stop < len(tasks):
+                failed = tasks[stop]
+                failure = result.failure or {"message": "the rank group ended early"}
+                rows.append({"slug": failed["problem"], "world_size": world_size, "status": "FAIL",
+                             "message": failure["message"], "traceback": failure.get("traceback")})
+                tasks = tasks[stop + 1:]
+            else:
+                tasks = []
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return rows
+
+
+def _row(problem: Problem, task: dict[str, Any], workdir: Path, world_size: int, result: Any,
+         profile: Optional[dict[str, Any]], size: str) -> dict[str, Any]:
+    problem_error = _judge(problem, workdir / "reference", task["task"], world_size)
+    row: dict[str, Any] = {"slug": problem.slug, "world_size": world_size,
+                           "status": "FAIL" if problem_error else "ok", "message": problem_error or ""}
+    if task["timing"]:
+        events = [result.times[(task["task"], r)] for r in range(world_size)]
+        summary = summarize(slowest_rank_per_iteration([e["times_ms"] for e in events]))
+        row["median_ms"] = summary["median_ms"]
+        row["p10_ms"], row["p90_ms"] = summary["p10_ms"], summary["p90_ms"]
+        if profile is not None:
+            setting = problem.setting(world_size, size)
+            rl = roofline(problem.traffic(setting), profile, setting.dtype)
+            row["roofline_ms"] = rl["time_ms"]
+            row["roofline_bound"] = rl["bound"]
+            row["roofline_fraction"] = rl["time_ms"] / summary["median_ms"]
+    return row
+
+
+def format_rows(rows: list[dict[str, Any]]) -> str:
+    lines = []
+    for row in rows:
+        timing = ""
+        if "median_ms" in row:
+            timing = f"  {row['median_ms']:.4f} ms"
+            if "roofline_fraction" in row:
+                timing += f"  roofline {row['roofline_ms']:.4f} ms ({row['roofline_bound']}) {row['roofline_fraction']:.1%}"
+        lines.append(f"[ws={row['world_size']}] {row['status']:<7} {row['slug']:<42}{timing} {row['message']}")
+    return "\n".join(lines)
+
+
+def check_references(slugs: Sequence[str], world_sizes: Sequence[int], *, device: str = "cpu",
+                     size: str = "small", timed: bool = False, hardware: Optional[str] = None,
+                     json_path: Optional[Path] = None, limits: Limits = Limits(step_s=120.0)) -> bool:
+    from .api import hardware_profile
+    from .config import EvalConfig
+
+    all_rows = []
+    for world_size in world_sizes:
+        profile = None
+        if timed:
+            config = EvalConfig(problem="", solution_path=Path("."), world_size=world_size,
+                                device=device, hardware_profile=hardware)  # type: ignore[arg-type]
+            profile = hardware_profile(config)
+        started = time.monotonic()
+        rows = run_world(slugs, world_size, device=device, size=size, timed=timed, profile=profile, limits=limits)
+        print(format_rows(rows), flush=True)
+        print(f"[ws={world_size}] {len(rows)} problems in {time.monotonic() - started:.1f} s", flush=True)
+        all_rows.extend(rows)
+    if json_path:
+        json_path.write_text(json.dumps({"device": device, "size": size, "rows": all_rows}, indent=1))
+    return all(row["status"] != "FAIL" for row in all_rows)

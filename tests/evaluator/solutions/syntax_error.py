@@ -1,0 +1,5 @@
+"""Does not parse."""
+
+
+def solution(x, *, group)
+    return x

@@ -1,0 +1,95 @@
+"""`pkb eval` gives the right verdict for each kind of candidate, each in bounded time."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def test_it_passes_a_correct_solution_with_timing(run_eval):
+    report, seconds = run_eval("correct")
+    assert report["verdict"] == "pass", report["failure"]
+    assert report["failure"] is None
+    assert len(report["trials"]) == 6  # 5 seeded trials + the re-checked timed iteration
+    assert {t["kind"] for t in report["trials"]} == {"correctness", "timed"}
+    assert len({t["seed"] for t in report["trials"]}) == 6
+    assert all(len(t["ranks"]) == 2 and t["passed"] for t in report["trials"])
+    timing = report["timing"]
+    assert timing["device"] == "cpu"
+    assert timing["candidate"]["median_ms"] > 0 and timing["reference"]["median_ms"] > 0
+    assert timing["speedup"] == pytest.approx(timing["reference"]["median_ms"] / timing["candidate"]["median_ms"])
+    assert seconds < 60
+
+
+def test_it_names_the_rank_trial_and_error_of_a_wrong_value(run_eval):
+    report, seconds = run_eval("wrong_on_rank1")
+    failure = report["failure"]
+    assert report["verdict"] == "fail"
+    assert failure["failure_class"] == "value_mismatch"
+    assert failure["rank"] == 1 and failure["trial"] == 0 and failure["output"] == 0
+    assert "1 of 4113 elements" in failure["message"]
+    first = report["trials"][0]
+    assert [r["passed"] for r in first["ranks"]] == [True, False]
+    assert first["ranks"][1]["outputs"][0]["max_abs_err"] == pytest.approx(0.25, rel=0.1)
+    assert report["timing"] is None
+    assert seconds < 60
+
+
+def test_it_kills_a_deadlock_and_shows_each_ranks_stack(run_eval):
+    report, seconds = run_eval("deadlock")
+    failure = report["failure"]
+    assert failure["failure_class"] == "deadlock"
+    assert failure["rank"] == 1
+    assert failure["message"].startswith("rank 1 made no progress for 8 s in trial 0 while rank 0 went further")
+    assert "deadlock.py" in failure["stacks"]["1"]  # rank 1 waits inside the candidate's all_reduce
+    assert "rank_runner.py" in failure["stacks"]["0"]  # rank 0 went on to the next barrier
+    assert seconds < 8 + 60  # the step limit, plus start-up and kill
+
+
+def test_it_reports_a_crash_not_the_peers_connection_errors(run_eval):
+    report, seconds = run_eval("crash")
+    failure = report["failure"]
+    assert failure["failure_class"] == "crash"
+    assert failure["rank"] == 1
+    assert "SIGABRT" in failure["message"]
+    assert seconds < 60
+
+
+def test_it_rejects_a_wrong_signature_before_running(run_eval):
+    report, seconds = run_eval("wrong_signature")
+    failure = report["failure"]
+    assert failure["failure_class"] == "signature_mismatch"
+    assert "keywords x, group" in failure["message"]
+    assert report["trials"] == []
+    assert seconds < 60
+
+
+def test_it_reports_a_syntax_error_without_starting_ranks(run_eval):
+    report, seconds = run_eval("syntax_error")
+    failure = report["failure"]
+    assert failure["failure_class"] == "syntax_error"
+    assert "line 4" in failure["message"]
+    assert report["wall_time"]["candidate_s"] == 0.0
+    assert seconds < 5
+
+
+@pytest.mark.parametrize("solution, failure_class, words", [
+    ("mutates_input", "input_mutation", "input `x` was modified"),
+    ("raises", "runtime_error", "rank 1 cannot handle this shape"),
+    ("wrong_shape", "shape_mismatch", "has shape (2056,), expected (4113,)"),
+    ("import_error", "import_error", "pkb_module_that_does_not_exist"),
+    ("no_solution", "missing_solution", "no top-level `solution`"),
+])
+def test_it_classifies_other_failures(run_eval, solution, failure_class, words):
+    report, _ = run_eval(solution)
+    assert report["failure"]["failure_class"] == failure_class
+    assert words in report["failure"]["message"]
+
+
+def test_the_evaluator_keeps_working_after_failures(run_eval):
+    for solution in ("crash", "raises"):
+        assert run_eval(solution)[0]["verdict"] == "fail"
+    report, _ = run_eval("correct", world_size=4, trials=2)
+    assert report["verdict"] == "pass", report["failure"]
+    assert len(report["trials"][0]["ranks"]) == 4
