@@ -1,0 +1,1 @@
+"""PKB Portal: the Django site (catalog, submissions, leaderboards, accounts, API)."""

@@ -1,0 +1,66 @@
+"""Callbacks from GPU workers: authenticated by the submission's secret, not by a user."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import status
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from portal.submissions.models import Submission
+from portal.submissions.reporting import TransitionError, record_failure, record_report, record_status
+
+from .serializers import WorkerReportSerializer, WorkerStatusSerializer
+
+
+class WorkerView(APIView):
+    authentication_classes: list[Any] = []
+    permission_classes = [AllowAny]
+    throttle_classes: list[Any] = []
+
+    def authorize(self, request: Request, pk: int) -> Response | None:
+        header = request.headers.get("Authorization", "")
+        scheme, _, token = header.partition(" ")
+        sub = Submission.objects.filter(pk=pk).only("id", "token_hash", "status").first()
+        if sub is None:
+            return Response({"detail": "no such submission"}, status=status.HTTP_404_NOT_FOUND)
+        if scheme != "Worker" or not sub.token_matches(token.strip()):
+            if not sub.token_hash:
+                return Response({"detail": f"submission is already {sub.status}"},
+                                status=status.HTTP_409_CONFLICT)
+            return Response({"detail": "bad worker token"}, status=status.HTTP_403_FORBIDDEN)
+        return None
+
+
+class WorkerStatus(WorkerView):
+    def post(self, request: Request, pk: int) -> Response:
+        if denied := self.authorize(request, pk):
+            return denied
+        form = WorkerStatusSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        try:
+            sub = record_status(pk, form.validated_data["status"], form.validated_data["worker"])
+        except TransitionError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response({"status": sub.status})
+
+
+class WorkerReport(WorkerView):
+    def post(self, request: Request, pk: int) -> Response:
+        if denied := self.authorize(request, pk):
+            return denied
+        form = WorkerReportSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        data = form.validated_data
+        try:
+            if data.get("report") is not None:
+                sub = record_report(pk, data["report"], data["worker"])
+            else:
+                reason = data["error"] + (f"\n\nOutput:\n{data['output'][-3000:]}" if data["output"] else "")
+                sub = record_failure(pk, reason, data["worker"])
+        except TransitionError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response({"status": sub.status})

@@ -1,0 +1,125 @@
+"""Turn stored problem details and hardware profiles into what templates and charts need."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import PythonLexer
+
+from .models import Hardware, ProblemVersion
+
+FORMATTER = HtmlFormatter(cssclass="code", linenos="table")
+
+
+def highlighted(source: str) -> str:
+    return highlight(source, PythonLexer(), FORMATTER)
+
+
+def highlight_css() -> str:
+    return FORMATTER.get_style_defs(".code")
+
+
+def roofline_ms(traffic: dict[str, float], profile: dict[str, Any], dtype: str) -> dict[str, Any] | None:
+    """Same formula as evaluator/roofline.py: the slowest of link, HBM and FLOPs."""
+    block = profile.get("roofline") or {}
+    try:
+        link = float(block["link_gbps"]) * 1e9
+        hbm = float(block["hbm_gbps"]) * 1e9
+        tflops = block.get("tflops") or {}
+        rate = float(tflops.get(dtype) or tflops.get("float32") or 0) * 1e12
+    except (KeyError, TypeError, ValueError):
+        return None
+    times = {"link": traffic["link_bytes"] / link if link else 0.0,
+             "hbm": traffic["hbm_bytes"] / hbm if hbm else 0.0,
+             "flops": traffic["flops"] / rate if rate else 0.0}
+    bound = max(times, key=times.__getitem__)
+    return {"time_ms": times[bound] * 1e3, "bound": bound}
+
+
+def shape_rows(version: ProblemVersion) -> list[dict[str, Any]]:
+    rows = []
+    for ws, by_size in sorted(version.details.get("shapes", {}).items(), key=lambda kv: int(kv[0])):
+        for size, args in by_size.items():
+            if "error" in args and isinstance(args["error"], str):
+                rows.append({"world_size": ws, "size": size, "args": [], "error": args["error"]})
+                continue
+            rows.append({"world_size": ws, "size": size, "error": "", "args": [
+                {"name": name, "text": _shape_text(info)} for name, info in args.items()]})
+    return rows
+
+
+def _shape_text(info: Any) -> str:
+    if isinstance(info, list):
+        return "[" + ", ".join(_shape_text(i) for i in info) + "]"
+    if isinstance(info, dict) and "shape" in info:
+        return f"{info['dtype']}[{', '.join(map(str, info['shape']))}]"
+    if isinstance(info, dict):
+        return str(info.get("value", info))
+    return str(info)
+
+
+def roofline_rows(version: ProblemVersion, hardware: list[Hardware]) -> list[dict[str, Any]]:
+    """Traffic per world size and size, and the roofline time on each hardware that runs it."""
+    dtype = (version.details.get("dtypes") or ["bfloat16"])[0]
+    rows = []
+    for hw in hardware:
+        ws = hw.ranked_world_size(version.problem.world_sizes)
+        traffic = version.traffic(ws, hw.size) if ws else None
+        if not traffic or "error" in traffic:
+            continue
+        rows.append({"hardware": hw, "world_size": ws, "size": hw.size, "dtype": dtype, **traffic,
+                     "roofline": roofline_ms(traffic, hw.profile, dtype)})
+    return rows
+
+
+def traffic_rows(version: ProblemVersion) -> list[dict[str, Any]]:
+    rows = []
+    for ws, by_size in sorted(version.details.get("traffic", {}).items(), key=lambda kv: int(kv[0])):
+        for size, t in by_size.items():
+            rows.append({"world_size": ws, "size": size, **t})
+    return rows
+
+
+# --- hardware --------------------------------------------------------------------------------
+
+def link_matrix(profile: dict[str, Any]) -> dict[str, Any] | None:
+    topo = profile.get("topology") or {}
+    cols, rows = topo.get("cols") or [], topo.get("rows") or {}
+    gpu_cols = [c for c in cols if c.startswith("GPU")]
+    if not gpu_cols:
+        return None
+    return {"cols": gpu_cols, "rows": [{"name": r, "cells": [rows[r].get(c, "") for c in gpu_cols]}
+                                       for r in rows if r.startswith("GPU")]}
+
+
+def bandwidth_heatmap(profile: dict[str, Any]) -> dict[str, Any] | None:
+    block = profile.get("p2p_bandwidth_gbps") or profile.get("p2p") or {}
+    matrix = block.get("unidirectional_gbps") if isinstance(block, dict) else block
+    if not isinstance(matrix, list) or not matrix:
+        return None
+    labels = [f"GPU{i}" for i in range(len(matrix))]
+    return {"z": matrix, "x": labels, "y": labels,
+            "concurrent": block.get("concurrent_all_peer_egress_gbps") if isinstance(block, dict) else None}
+
+
+def collective_curves(profile: dict[str, Any]) -> dict[str, Any] | None:
+    block = profile.get("nccl") or profile.get("gloo") or {}
+    results = block.get("results") if isinstance(block, dict) else None
+    if not isinstance(results, dict) or not results:
+        return None
+    series = {}
+    for op, rows in results.items():
+        if isinstance(rows, list):
+            points = [(r.get("bytes"), r.get("busbw_gbps")) for r in rows if isinstance(r, dict)]
+            series[op] = {"x": [p[0] for p in points if p[0]], "y": [p[1] for p in points if p[0]]}
+    return {"backend": block.get("backend", ""), "world_size": block.get("world_size"),
+            "dtype": block.get("dtype", ""), "series": series}
+
+
+def nvlink_rows(profile: dict[str, Any]) -> list[dict[str, Any]]:
+    per_gpu = (profile.get("nvlink") or {}).get("per_gpu") or {}
+    return [{"gpu": k, "name": v.get("name", ""), "links": v.get("links"),
+             "per_link_gbps": v.get("per_link_gbps")} for k, v in sorted(per_gpu.items())
+            if isinstance(v, dict)]

@@ -1,0 +1,99 @@
+"""The text a bot needs to write a kernel: problem, measured hardware facts, world size, shapes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import presenters
+from .models import Hardware, ProblemVersion
+
+BACKEND_NOTES = {
+    "torch": "Use PyTorch and torch.distributed only (symmetric memory via "
+             "torch.distributed._symmetric_memory is allowed).",
+    "triton": "Write Triton kernels (triton.jit); peers' buffers are reachable through "
+              "torch.distributed._symmetric_memory: symm_mem.empty, rendezvous(buf, group), "
+              "handle.buffer_ptrs[peer].",
+    "cuda": "Write CUDA C++ compiled at import (torch.utils.cpp_extension.load_inline or NVRTC); "
+            "peers' buffers are reachable through torch.distributed._symmetric_memory "
+            "(handle.buffer_ptrs / buffer_ptrs_dev).",
+}
+
+
+def _hardware_facts(hw: Hardware) -> list[str]:
+    p = hw.profile
+    facts = [f"Hardware profile: {hw.slug} ({hw.name})."]
+    gpus = p.get("gpus")
+    if isinstance(gpus, dict):
+        facts.append(f"GPUs: {gpus.get('count')} x {gpus.get('model')}, {gpus.get('sms')} SMs, "
+                     f"{gpus.get('memory_gib')} GiB, compute capability {gpus.get('compute_capability')}.")
+    nvlink = p.get("nvlink") or {}
+    if nvlink.get("per_link_gbps"):
+        links = {v.get("links") for v in (nvlink.get("per_gpu") or {}).values() if isinstance(v, dict)}
+        facts.append(f"NVLink: {', '.join(map(str, sorted(l for l in links if l is not None)))} links "
+                     f"per GPU at {nvlink['per_link_gbps']} GB/s each; nominal "
+                     f"{nvlink.get('nominal_gbps_per_direction')} GB/s per direction.")
+    heat = presenters.bandwidth_heatmap(p)
+    if heat:
+        off = [v for i, row in enumerate(heat["z"]) for j, v in enumerate(row) if i != j and v]
+        if off:
+            facts.append(f"Measured peer copy bandwidth (copy engine, one pair at a time): "
+                         f"{min(off):.0f}-{max(off):.0f} GB/s.")
+    curves = presenters.collective_curves(p)
+    if curves:
+        best = {op: max((y for y in s["y"] if y is not None), default=None)
+                for op, s in curves["series"].items()}
+        facts.append(f"Measured {curves['backend']} bus bandwidth, best over sizes at "
+                     f"{curves['world_size']} ranks: " +
+                     ", ".join(f"{op} {v} GB/s" for op, v in best.items() if v is not None) + ".")
+    hbm = p.get("hbm_copy_gbps")
+    if isinstance(hbm, dict) and hbm.get("read_plus_written_gbps"):
+        facts.append(f"Device memory copy: {hbm['read_plus_written_gbps']} GB/s read plus written.")
+    roof = p.get("roofline") or {}
+    if roof.get("link_gbps"):
+        facts.append(f"Roofline rates: link {roof['link_gbps']} GB/s per GPU per direction, HBM "
+                     f"{roof.get('hbm_gbps')} GB/s, {roof.get('tflops')} TFLOP/s.")
+    software = p.get("software") or {}
+    if software:
+        facts.append("Software: " + ", ".join(f"{k} {v}" for k, v in software.items() if v) + ".")
+    if hw.kind == "cpu":
+        facts.append("Ranks are CPU processes over gloo; sizes are the small presets.")
+    return facts
+
+
+def build_prompt(version: ProblemVersion, hw: Hardware, backend: str) -> dict[str, Any]:
+    problem = version.problem
+    world_size = hw.ranked_world_size(problem.world_sizes)
+    details = version.details
+    dtype = (details.get("dtypes") or ["bfloat16"])[0]
+    shapes = version.shapes(world_size, hw.size) if world_size else {}
+    traffic = version.traffic(world_size, hw.size) if world_size else None
+    roof = presenters.roofline_ms(traffic, hw.profile, dtype) if traffic and "error" not in traffic else None
+    tol = (details.get("tolerances") or {}).get(dtype)
+    lines = [
+        f"# Task: write a faster `solution` for PKB problem {problem.number} `{problem.slug}`",
+        "", f"## {version.title}", version.description, "",
+        f"Modeled on {problem.source_codebase}: {problem.source_function} ({problem.source_url}).",
+        "", "## Run setting",
+        f"- world size: {world_size} ranks, one per {'GPU' if hw.kind == 'gpu' else 'CPU process'}",
+        f"- size preset: {hw.size}; dtype: {dtype}" + (f" (atol {tol[0]}, rtol {tol[1]})" if tol else ""),
+        "- inputs of rank 0:",
+        *[f"  - {name}: {presenters._shape_text(info)}" for name, info in shapes.items()],
+    ]
+    if traffic and "error" not in traffic:
+        lines.append(f"- busiest rank moves {traffic['link_bytes']:.0f} link bytes, "
+                     f"{traffic['hbm_bytes']:.0f} HBM bytes, {traffic['flops']:.0f} FLOPs")
+    if roof:
+        lines.append(f"- roofline time on this hardware: {roof['time_ms']:.4f} ms ({roof['bound']}-bound)")
+    lines += ["", "## Hardware", *[f"- {f}" for f in _hardware_facts(hw)], "",
+              "## Backend", BACKEND_NOTES.get(backend, BACKEND_NOTES["torch"]), "",
+              "## Rules",
+              f"- Define `{version.signature}` with exactly the reference's parameters "
+              "(called with keywords, process groups as keyword-only arguments).",
+              "- Return fresh tensors (or the inputs the reference updates in place); outputs are "
+              "checked on every rank, on every timed call, with fresh random inputs.",
+              "- No caching of results, no side streams escaping the timing, no fallbacks to the reference.",
+              "", "## Reference", "```python", version.source_text.rstrip(), "```"]
+    return {"problem": problem.slug, "version": version.version, "hardware": hw.slug,
+            "backend": backend, "world_size": world_size, "size": hw.size, "dtype": dtype,
+            "shapes": shapes, "traffic": traffic, "roofline": roof, "signature": version.signature,
+            "hardware_facts": _hardware_facts(hw), "prompt": "\n".join(lines) + "\n"}

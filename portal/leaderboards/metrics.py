@@ -1,0 +1,141 @@
+"""Benchmark metrics over attempts, computed on the fly (definitions: docs/portal.md).
+
+Pure functions over plain data, so they are unit-tested on hand-made attempts. A *problem set*
+is every active problem that runs on the hardware; a problem with no attempts counts as
+unsolved. Only finished evaluations are attempts: a job the infrastructure lost (status
+``failed``) is not held against the model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
+
+FAST_P = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0)
+KS = (1, 3)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    model: str
+    problem: str
+    correct: bool
+    speedup: float | None = None
+    roofline_fraction: float | None = None
+    failure_class: str = ""
+
+
+@dataclass
+class ModelScore:
+    model: str
+    problems: int
+    attempted: int
+    attempts: int
+    correct: int
+    fast_p: dict[float, float]
+    pass_at: dict[int, float]
+    fast1_at: dict[int, float]
+    geomean_speedup: float | None
+    mean_roofline_fraction: float | None
+    by_category: dict[str, dict[str, float]] = field(default_factory=dict)
+    failures: dict[str, int] = field(default_factory=dict)
+    best: dict[str, Attempt] = field(default_factory=dict)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k over n attempts with c successes: 1 - C(n-c, k) / C(n, k).
+
+    With fewer than k attempts the estimator is undefined; we report pass@n (any success),
+    which can only under-state pass@k.
+    """
+    if n <= 0:
+        return 0.0
+    if n < k:
+        return 1.0 if c > 0 else 0.0
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def is_fast(attempt: Attempt, p: float) -> bool:
+    """Correct and faster than p times the reference (p = 0: correct)."""
+    if not attempt.correct:
+        return False
+    if p == 0:
+        return True
+    return attempt.speedup is not None and attempt.speedup > p
+
+
+def best_correct(attempts: Iterable[Attempt]) -> Attempt | None:
+    correct = [a for a in attempts if a.correct]
+    return max(correct, key=lambda a: a.speedup or 0.0) if correct else None
+
+
+def fast_p_share(best: Mapping[str, Attempt], n_problems: int, p: float) -> float:
+    if n_problems == 0:
+        return 0.0
+    return sum(is_fast(a, p) for a in best.values()) / n_problems
+
+
+def geomean(values: Sequence[float]) -> float | None:
+    positive = [v for v in values if v and v > 0]
+    if not positive:
+        return None
+    return math.exp(sum(math.log(v) for v in positive) / len(positive))
+
+
+def outcome(attempt: Attempt) -> str:
+    return "correct" if attempt.correct else (attempt.failure_class or "unknown")
+
+
+def score_model(model: str, attempts: Sequence[Attempt],
+                problems: Mapping[str, Sequence[str]]) -> ModelScore:
+    """``problems``: slug -> categories, the whole problem set of the hardware."""
+    by_problem: dict[str, list[Attempt]] = defaultdict(list)
+    for a in attempts:
+        if a.model == model and a.problem in problems:
+            by_problem[a.problem].append(a)
+    best = {slug: b for slug, tries in by_problem.items() if (b := best_correct(tries))}
+    n = len(problems)
+
+    def mean_at(k: int, p: float) -> float:
+        total = sum(pass_at_k(len(t), sum(is_fast(a, p) for a in t), k) for t in by_problem.values())
+        return total / n if n else 0.0
+
+    fractions = [b.roofline_fraction for b in best.values() if b.roofline_fraction is not None]
+    return ModelScore(
+        model=model, problems=n, attempted=len(by_problem),
+        attempts=sum(len(t) for t in by_problem.values()), correct=len(best),
+        fast_p={p: fast_p_share(best, n, p) for p in FAST_P},
+        pass_at={k: mean_at(k, 0.0) for k in KS}, fast1_at={k: mean_at(k, 1.0) for k in KS},
+        geomean_speedup=geomean([b.speedup for b in best.values() if b.speedup]),
+        mean_roofline_fraction=sum(fractions) / len(fractions) if fractions else None,
+        by_category=_by_category(best, problems),
+        failures=dict(Counter(outcome(a) for t in by_problem.values() for a in t)),
+        best=best,
+    )
+
+
+def _by_category(best: Mapping[str, Attempt],
+                 problems: Mapping[str, Sequence[str]]) -> dict[str, dict[str, float]]:
+    table: dict[str, dict[str, float]] = defaultdict(lambda: {"problems": 0, "correct": 0, "fast_1": 0})
+    for slug, categories in problems.items():
+        for category in categories:
+            row = table[category]
+            row["problems"] += 1
+            if slug in best:
+                row["correct"] += 1
+                row["fast_1"] += is_fast(best[slug], 1.0)
+    return {k: dict(v) for k, v in sorted(table.items())}
+
+
+def fast_p_curve(best: Mapping[str, Attempt], n_problems: int,
+                 ps: Sequence[float]) -> list[float]:
+    return [fast_p_share(best, n_problems, p) for p in ps]
+
+
+def curve_grid(max_speedup: float, step: float = 0.05) -> list[float]:
+    top = max(3.0, math.ceil(max_speedup * 1.1 * 2) / 2)
+    return [round(i * step, 4) for i in range(int(top / step) + 1)]

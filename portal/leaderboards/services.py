@@ -1,0 +1,175 @@
+"""From finished submissions to the leaderboard tables and chart data."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from portal.catalog.models import Hardware, Problem, ProblemVersion
+from portal.lib.tables import Column, Table
+from portal.submissions.models import Submission
+
+from . import metrics
+from .metrics import FAST_P, KS, Attempt, ModelScore
+
+
+@dataclass
+class Track:
+    """What one leaderboard ranks: the problem set and the attempts on one hardware."""
+
+    hardware: Hardware
+    problems: dict[str, list[str]]  # slug -> categories
+    attempts: list[Attempt]
+    submissions: dict[int, Submission]
+
+
+def _ranked_world_sizes(hardware: Hardware) -> dict[str, int]:
+    found = {}
+    for problem in Problem.objects.active():
+        ws = hardware.ranked_world_size(problem.world_sizes)
+        if ws is not None:
+            found[problem.slug] = ws
+    return found
+
+
+def track(hardware: Hardware) -> Track:
+    world_sizes = _ranked_world_sizes(hardware)
+    problems = {p.slug: p.categories for p in Problem.objects.active() if p.slug in world_sizes}
+    rows = (Submission.objects.finished().current_versions().on_track(hardware)
+            .select_related("model", "problem_version__problem"))
+    attempts, subs = [], {}
+    for sub in rows:
+        slug = sub.problem_version.problem.slug
+        if world_sizes.get(slug) != sub.world_size:
+            continue
+        attempts.append(Attempt(model=sub.model.name, problem=slug, correct=sub.is_correct,
+                                speedup=sub.speedup, roofline_fraction=sub.roofline_fraction,
+                                failure_class=sub.failure_class))
+        subs[sub.pk] = sub
+    return Track(hardware, problems, attempts, subs)
+
+
+def scores(t: Track, models: list[str] | None = None) -> list[ModelScore]:
+    names = models or sorted({a.model for a in t.attempts})
+    found = [metrics.score_model(name, t.attempts, t.problems) for name in names]
+    return sorted(found, key=lambda s: (-s.fast_p[1.0], -s.correct, s.model))
+
+
+def _pct(p: float) -> str:
+    return f"{p:g}".replace(".", "_")
+
+
+def model_table(t: Track, ranked: list[ModelScore]) -> Table:
+    columns = [Column("model", "Model"), Column("attempts", "Attempts", "int"),
+               Column("correct", "Correct", "int"), Column("problems", "Problems", "int")]
+    columns += [Column(f"fast_{_pct(p)}", f"fast_{p:g}", "pct") for p in FAST_P]
+    columns += [Column(f"pass_at_{k}", f"pass@{k}", "pct") for k in KS]
+    columns += [Column(f"fast_1_at_{k}", f"fast_1@{k}", "pct") for k in KS]
+    columns += [Column("geomean_speedup", "Geo-mean speedup", "ratio"),
+                Column("mean_roofline_fraction", "Mean roofline fraction", "pct")]
+    rows = []
+    for s in ranked:
+        row: dict[str, Any] = {"model": s.model, "attempts": s.attempts, "correct": s.correct,
+                               "problems": s.problems, "geomean_speedup": s.geomean_speedup,
+                               "mean_roofline_fraction": s.mean_roofline_fraction}
+        row.update({f"fast_{_pct(p)}": v for p, v in s.fast_p.items()})
+        row.update({f"pass_at_{k}": v for k, v in s.pass_at.items()})
+        row.update({f"fast_1_at_{k}": v for k, v in s.fast1_at.items()})
+        rows.append(row)
+    return Table("models", f"Models on {t.hardware.slug}", columns, rows)
+
+
+def category_table(ranked: list[ModelScore]) -> Table:
+    columns = [Column("model", "Model"), Column("category", "Category"),
+               Column("problems", "Problems", "int"), Column("correct", "Correct", "int"),
+               Column("fast_1", "Faster than reference", "int")]
+    rows = [{"model": s.model, "category": cat, **vals}
+            for s in ranked for cat, vals in s.by_category.items()]
+    return Table("categories", "By category", columns, rows)
+
+
+def failure_table(ranked: list[ModelScore]) -> Table:
+    outcomes = sorted({o for s in ranked for o in s.failures}, key=lambda o: (o != "correct", o))
+    columns = [Column("model", "Model")] + [Column(o, o.replace("_", " "), "int") for o in outcomes]
+    rows = [{"model": s.model, **{o: s.failures.get(o, 0) for o in outcomes}} for s in ranked]
+    return Table("failures", "Outcome of every attempt", columns, rows)
+
+
+def per_problem_table(t: Track, ranked: list[ModelScore]) -> Table:
+    columns = [Column("problem", "Problem")] + [Column(s.model, s.model, "ratio") for s in ranked]
+    rows = []
+    for slug in sorted(t.problems):
+        row: dict[str, Any] = {"problem": slug}
+        for s in ranked:
+            best = s.best.get(slug)
+            row[s.model] = (best.speedup if best and best.speedup is not None else None)
+        rows.append(row)
+    return Table("per_problem", "Best correct speedup per problem", columns, rows)
+
+
+def comparison_charts(t: Track, ranked: list[ModelScore]) -> dict[str, Any]:
+    top = max((a.speedup or 0 for a in t.attempts if a.correct), default=0.0)
+    grid = metrics.curve_grid(top)
+    n = len(t.problems)
+    failures = failure_table(ranked)
+    return {
+        "fast_p": {"p": grid, "series": {s.model: metrics.fast_p_curve(s.best, n, grid)
+                                         for s in ranked}},
+        "speedups": {s.model: {slug: b.speedup for slug, b in s.best.items()} for s in ranked},
+        "categories": {s.model: {c: v["fast_1"] / v["problems"] if v["problems"] else 0
+                                 for c, v in s.by_category.items()} for s in ranked},
+        "categories_correct": {s.model: {c: v["correct"] / v["problems"] if v["problems"] else 0
+                                         for c, v in s.by_category.items()} for s in ranked},
+        "failures": {row["model"]: {c.key: row[c.key] for c in failures.columns[1:]}
+                     for row in failures.rows},
+        "problems": sorted(t.problems),
+    }
+
+
+@dataclass
+class ProblemBoard:
+    version: ProblemVersion
+    hardware: Hardware
+    table: Table
+    baseline_ms: float | None
+
+
+def problem_board(version: ProblemVersion, hardware: Hardware) -> ProblemBoard:
+    """Best correct submission of each model, fastest first, under the reference baseline."""
+    world_size = hardware.ranked_world_size(version.problem.world_sizes)
+    finished = (Submission.objects.finished().filter(problem_version=version)
+                .on_track(hardware, world_size).select_related("model"))
+    best: dict[str, Submission] = {}
+    for sub in finished.filter(verdict="pass").order_by("-speedup", "finished_at"):
+        if sub.model.name not in best:
+            best[sub.model.name] = sub
+    latest = finished.filter(reference_ms__isnull=False).order_by("-finished_at").first()
+    columns = [Column("rank", "#", "int"), Column("model", "Model"),
+               Column("speedup", "Speedup", "ratio"), Column("time_ms", "Median ms", "float"),
+               Column("roofline_fraction", "Roofline fraction", "pct"),
+               Column("backend", "Backend"), Column("date", "Date", "date"),
+               Column("submission", "Submission", "link")]
+    rows: list[dict[str, Any]] = []
+    if latest:
+        ref_frac = (latest.report or {}).get("timing", {}) or {}
+        rows.append({"rank": None, "model": "baseline: reference", "speedup": 1.0,
+                     "time_ms": latest.reference_ms, "backend": "nccl" if hardware.kind == "gpu" else "gloo",
+                     "roofline_fraction": (ref_frac.get("reference") or {}).get("roofline_fraction"),
+                     "date": latest.finished_at, "submission": latest.pk, "baseline": True})
+    ordered = sorted(best.values(), key=lambda s: -(s.speedup or 0))
+    for rank, sub in enumerate(ordered, 1):
+        rows.append({"rank": rank, "model": sub.model.name, "speedup": sub.speedup,
+                     "time_ms": sub.candidate_ms, "roofline_fraction": sub.roofline_fraction,
+                     "backend": sub.backend, "date": sub.finished_at, "submission": sub.pk})
+    table = Table("problem", f"{version.problem.slug} on {hardware.slug}", columns, rows)
+    return ProblemBoard(version, hardware, table, latest.reference_ms if latest else None)
+
+
+def default_hardware() -> Hardware | None:
+    """The hardware with the most finished results: what a visitor most likely wants."""
+    from django.db.models import Count, Q
+
+    return (Hardware.objects.active()
+            .annotate(n=Count("submissions", filter=Q(submissions__status="finished")))
+            .order_by("-n", "builtin", "slug").first())

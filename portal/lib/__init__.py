@@ -1,0 +1,1 @@
+"""Helpers shared by the portal apps that are not apps themselves."""

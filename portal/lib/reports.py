@@ -1,0 +1,57 @@
+"""Reading the evaluator's report (evaluator/report.py) without trusting its shape.
+
+The portal stores reports as they are; these helpers pull out the few numbers it indexes and
+tolerate missing keys, so an older or newer schema still displays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+
+@dataclass(frozen=True)
+class Summary:
+    verdict: str  # "pass", "fail" or "" when unknown
+    failure_class: str
+    failure_message: str
+    speedup: float | None
+    candidate_ms: float | None
+    reference_ms: float | None
+    roofline_fraction: float | None
+    reference_roofline_fraction: float | None
+    roofline_ms: float | None
+    device: str
+
+
+def _get(data: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(data, Mapping):
+            return None
+        data = data.get(key)
+    return data
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def summarize(report: Mapping[str, Any]) -> Summary:
+    verdict = report.get("verdict") if report.get("verdict") in ("pass", "fail") else ""
+    failure = report.get("failure") or {}
+    return Summary(
+        verdict=str(verdict),
+        failure_class=str(_get(failure, "failure_class") or ""),
+        failure_message=str(_get(failure, "message") or "")[:2000],
+        speedup=_num(_get(report, "timing", "speedup")),
+        candidate_ms=_num(_get(report, "timing", "candidate", "median_ms")),
+        reference_ms=_num(_get(report, "timing", "reference", "median_ms")),
+        roofline_fraction=_num(_get(report, "timing", "candidate", "roofline_fraction")),
+        reference_roofline_fraction=_num(_get(report, "timing", "reference", "roofline_fraction")),
+        roofline_ms=_num(_get(report, "timing", "roofline", "time_ms")),
+        device=str(_get(report, "setting", "device") or _get(report, "timing", "device") or ""),
+    )
+
+
+def looks_like_report(data: Any) -> bool:
+    return isinstance(data, Mapping) and "verdict" in data and isinstance(data.get("problem"), Mapping)

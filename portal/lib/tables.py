@@ -1,0 +1,45 @@
+"""A table is columns plus rows of plain values: pages render it, exports write it as-is."""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Column:
+    key: str
+    label: str
+    kind: str = "text"  # text, int, float, pct, ratio, date, link
+
+
+@dataclass
+class Table:
+    name: str
+    title: str
+    columns: list[Column]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"name": self.name, "title": self.title,
+                "columns": [{"key": c.key, "label": c.label} for c in self.columns],
+                "rows": [{c.key: _plain(row.get(c.key)) for c in self.columns} for row in self.rows]}
+
+    def as_csv(self) -> str:
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow([c.key for c in self.columns])
+        for row in self.rows:
+            writer.writerow(["" if row.get(c.key) is None else _plain(row.get(c.key))
+                             for c in self.columns])
+        return out.getvalue()
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if isinstance(value, float):
+        return round(value, 6)
+    return value

@@ -1,0 +1,1 @@
+"""Settings package: base (shared), local (one-machine default), production, test."""

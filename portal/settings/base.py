@@ -1,0 +1,175 @@
+"""Settings shared by every environment. Environment-specific files override a few names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dj_database_url
+
+from .env import envbool, envint, envlist, envstr
+
+BASE_DIR = Path(__file__).resolve().parents[2]
+VAR_DIR = Path(envstr("PKB_VAR_DIR", str(BASE_DIR / "var")))
+
+SECRET_KEY = envstr("PKB_SECRET_KEY", "dev-only-insecure-key-change-me")
+DEBUG = envbool("PKB_DEBUG", False)
+ALLOWED_HOSTS = envlist("PKB_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = envlist("PKB_CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "portal.accounts",
+    "portal.catalog",
+    "portal.submissions",
+    "portal.leaderboards",
+    "portal.api",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "portal.urls"
+WSGI_APPLICATION = "portal.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        envstr("DATABASE_URL", f"sqlite:///{VAR_DIR / 'pkb.sqlite3'}"), conn_max_age=60,
+    ),
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "accounts:login"
+LOGIN_REDIRECT_URL = "catalog:problem-list"
+LOGOUT_REDIRECT_URL = "catalog:problem-list"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATIC_ROOT = Path(envstr("PKB_STATIC_ROOT", str(BASE_DIR / "staticfiles")))
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "portal.lib.staticfinders.PlotlyFinder",
+]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
+    "DEFAULT_PAGINATION_CLASS": "portal.api.pagination.Pagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_THROTTLE_CLASSES": [
+        "rest_framework.throttling.AnonRateThrottle",
+        "rest_framework.throttling.UserRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": envstr("PKB_THROTTLE_ANON", "120/min"),
+        "user": envstr("PKB_THROTTLE_USER", "600/min"),
+        "submit": envstr("PKB_THROTTLE_SUBMIT", "20/min"),
+    },
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "PKB Portal API",
+    "DESCRIPTION": "Problems, hardware, prompts, submissions and leaderboards of the PKB "
+                   "multi-GPU kernel benchmark. Authenticate with `Authorization: Token <key>`.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+# --- PKB: submissions and workers -------------------------------------------------------------
+PKB_MAX_SOURCE_BYTES = envint("PKB_MAX_SOURCE_BYTES", 256 * 1024)
+PKB_DAILY_SUBMISSION_CAP = envint("PKB_DAILY_SUBMISSION_CAP", 100)
+PKB_EVAL_TIMEOUT_S = envint("PKB_EVAL_TIMEOUT_S", 900)  # one evaluation, enforced by the worker
+PKB_RUN_GRACE_S = envint("PKB_RUN_GRACE_S", 120)  # slack before the reaper fails a running job
+PKB_QUEUE_TIMEOUT_S = envint("PKB_QUEUE_TIMEOUT_S", 24 * 3600)  # queued with no worker taking it
+PKB_EVAL_TRIALS = envint("PKB_EVAL_TRIALS", 5)
+# Where workers POST status and reports: the portal's address as seen from the GPU hosts.
+PKB_CALLBACK_BASE_URL = envstr("PKB_CALLBACK_BASE_URL", "http://127.0.0.1:8000")
+PKB_PROBLEMS_PACKAGE = envstr("PKB_PROBLEMS_PACKAGE", "problems")
+PKB_HARDWARE_DIR = Path(envstr("PKB_HARDWARE_DIR", str(BASE_DIR / "hardware")))
+PKB_RESULTS_DIR = Path(envstr("PKB_RESULTS_DIR", str(BASE_DIR / "docs" / "results")))
+PKB_LOCAL_HARDWARE = envstr("PKB_LOCAL_HARDWARE", "local-cpu")  # the builtin CPU/gloo profile
+
+# --- Celery (read by portal/celery.py under the CELERY_ prefix) -------------------------------
+CELERY_BROKER_URL = envstr("PKB_BROKER_URL", "redis://127.0.0.1:6379/0")
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {}
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_DEFAULT_QUEUE = "pkb.portal"
+CELERY_BEAT_SCHEDULE = {
+    "reap-stuck-submissions": {
+        "task": "portal.submissions.reap_stuck",
+        "schedule": 60.0,
+        "options": {"queue": "pkb.portal"},
+    },
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": envstr("PKB_LOG_LEVEL", "INFO")},
+    "loggers": {"django.server": {"level": "WARNING"}},
+}

@@ -1,0 +1,29 @@
+"""One machine, no services: SQLite, a filesystem broker in var/broker, DEBUG on."""
+
+from __future__ import annotations
+
+import os
+
+from .base import *  # noqa: F403
+from .base import VAR_DIR
+from .env import envbool, envstr
+
+DEBUG = envbool("PKB_DEBUG", True)
+ALLOWED_HOSTS = ["*"]
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = True
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+
+BROKER_DIR = VAR_DIR / "broker"
+CELERY_BROKER_URL = envstr("PKB_BROKER_URL", "filesystem://")
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(BROKER_DIR / "queue"),
+        "data_folder_out": str(BROKER_DIR / "queue"),
+        "processed_folder": str(BROKER_DIR / "processed"),
+        "store_processed": False,
+    }
+os.makedirs(VAR_DIR, exist_ok=True)

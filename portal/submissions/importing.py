@@ -1,0 +1,179 @@
+"""Seeded data that is real: committed evaluator reports, and reference runs queued for real.
+
+``docs/results/**/*.json`` may hold one report, a list of reports, or ``{"model": ...,
+"provider": ..., "reports": [...]}``; a report may also carry ``model``/``source`` keys. The
+solution's source is taken from the file (``source``/``solution_source``) or a sibling ``.py``
+with the same stem; otherwise the submission says that the source was not committed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from portal.catalog.models import Hardware, Problem, ProblemVersion
+from portal.lib import hardware as hw
+from portal.lib.reports import looks_like_report
+
+from .models import AIModel, Status, Submission
+from .reporting import apply_report
+from .services import Target, create, get_model, next_attempt
+
+log = logging.getLogger(__name__)
+SYSTEM_USER = "pkb"
+
+
+@dataclass
+class ImportResult:
+    imported: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def system_user() -> Any:
+    user, created = get_user_model().objects.get_or_create(
+        username=SYSTEM_USER, defaults={"is_active": False, "first_name": "PKB"})
+    if created:
+        user.set_unusable_password()
+        user.save()
+    return user
+
+
+def _entries(data: Any, defaults: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    if isinstance(data, list):
+        for item in data:
+            yield from _entries(item, defaults)
+    elif looks_like_report(data):
+        yield data, defaults
+    elif isinstance(data, dict) and isinstance(data.get("reports"), list):
+        inner = {**defaults, **{k: v for k, v in data.items() if k != "reports"}}
+        yield from _entries(data["reports"], inner)
+
+
+def _model_of(report: dict[str, Any], meta: dict[str, Any]) -> tuple[str, str]:
+    raw = report.get("model", meta.get("model", "reference"))
+    if isinstance(raw, dict):
+        return str(raw.get("name") or "reference"), str(raw.get("provider") or "")
+    return str(raw or "reference"), str(report.get("provider", meta.get("provider", "")) or "")
+
+
+def _source_of(path: Path, report: dict[str, Any], meta: dict[str, Any]) -> str:
+    for key in ("source", "solution_source"):
+        text = report.get(key) or meta.get(key)
+        if isinstance(text, str) and text.strip():
+            return text
+    sibling = path.with_suffix(".py")
+    if sibling.exists():
+        return sibling.read_text(errors="replace")
+    sha = (report.get("solution") or {}).get("sha256", "?")
+    return f"# The source of this solution was not committed with its report (sha256 {sha}).\n"
+
+
+def _hardware_for(report: dict[str, Any]) -> Hardware:
+    profile_id = report.get("hardware_profile")
+    setting = report.get("setting") or {}
+    if not profile_id:
+        if setting.get("device") == "cpu":
+            return Hardware.objects.active().filter(kind="cpu").order_by("builtin", "slug").first() or Hardware.objects.get(slug=hw.LOCAL_CPU["id"])
+        raise ValueError("a GPU report without hardware_profile cannot be placed on a leaderboard")
+    found = Hardware.objects.filter(slug=profile_id).first()
+    if found:
+        return found
+    # The profile is not published (yet): record that the machine exists, nothing more.
+    ws = int(setting.get("world_size") or 2)
+    return Hardware.objects.create(slug=str(profile_id), name=str(profile_id), kind="gpu", gpus=ws,
+                                   world_size=ws, profile={"id": profile_id, "unpublished": True})
+
+
+def _version_for(report: dict[str, Any]) -> ProblemVersion:
+    ref = report.get("problem") or {}
+    problem = Problem.objects.filter(slug=ref.get("slug")).first()
+    if problem is None:
+        raise ValueError(f"unknown problem {ref.get('slug')!r}")
+    version, _ = ProblemVersion.objects.get_or_create(
+        problem=problem, version=str(ref.get("version") or "unknown"),
+        defaults={"source_recorded": False, "title": problem.title})
+    return version
+
+
+@transaction.atomic
+def import_report(path: Path, index: int, report: dict[str, Any], meta: dict[str, Any],
+                  label: str) -> bool:
+    if Submission.objects.filter(import_path=label).exists():
+        return False
+    version, hardware = _version_for(report), _hardware_for(report)
+    name, provider = _model_of(report, meta)
+    model = get_model(name, provider)
+    setting = report.get("setting") or {}
+    text = _source_of(path, report, meta)
+    finished = parse_datetime(str(report.get("finished_at") or "")) or timezone.now()
+    sub = Submission(
+        user=system_user(), model=model, problem_version=version, hardware=hardware,
+        backend="reference" if model.kind == "reference" else str(meta.get("backend", "cuda")),
+        world_size=int(setting.get("world_size") or hardware.world_size),
+        size=str(setting.get("size") or hardware.size), dtype=str(setting.get("dtype") or ""),
+        attempt=next_attempt(model, version, hardware), source=text,
+        source_sha256=str((report.get("solution") or {}).get("sha256", "")),
+        origin="import", import_path=label, status=Status.FINISHED,
+        created_at=parse_datetime(str(report.get("started_at") or "")) or finished,
+        started_at=parse_datetime(str(report.get("started_at") or "")), finished_at=finished)
+    apply_report(sub, report)
+    sub.status_reason = ""
+    sub.save()
+    return True
+
+
+def import_results(directory: Path, root: Path) -> ImportResult:
+    result = ImportResult()
+    for path in sorted(directory.rglob("*.json")) if directory.exists() else []:
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            result.errors.append(f"{path}: {exc}")
+            continue
+        rel = path.relative_to(root) if path.is_relative_to(root) else path
+        for index, (report, meta) in enumerate(_entries(data, {})):
+            label = f"{rel}#{index}"
+            try:
+                done = import_report(path, index, report, meta, label)
+            except Exception as exc:
+                result.errors.append(f"{label}: {type(exc).__name__}: {exc}")
+                continue
+            (result.imported if done else result.skipped).append(label)
+    return result
+
+
+def reference_solution(version: ProblemVersion) -> str:
+    return (version.source_text.rstrip() + "\n\n\n# The baseline: the reference itself.\n"
+            "solution = reference\n")
+
+
+def enqueue_baselines(hardware: Hardware) -> list[str]:
+    """Queue a real evaluation of each problem's reference where this hardware has none yet."""
+    reference = get_model("reference")
+    queued = []
+    for problem in Problem.objects.active():
+        version = problem.current_version()
+        world_size = hardware.ranked_world_size(problem.world_sizes)
+        if version is None or world_size is None or not version.source_recorded:
+            continue
+        have = Submission.objects.filter(model=reference, problem_version=version,
+                                         hardware=hardware).exclude(status=Status.FAILED)
+        if have.exists():
+            continue
+        create(user=system_user(), target=Target(version, hardware, world_size),
+               backend="reference", model=reference, text=reference_solution(version),
+               origin="baseline")
+        queued.append(problem.slug)
+    return queued
+
+
+__all__ = ["AIModel", "enqueue_baselines", "import_results", "system_user"]

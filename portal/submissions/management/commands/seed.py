@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandParser
+
+from portal.catalog.models import Hardware
+from portal.catalog.services import load_catalog
+from portal.submissions.importing import enqueue_baselines, import_results
+from portal.submissions.reporting import reap_stuck
+
+
+class Command(BaseCommand):
+    help = ("Load problems and hardware, import committed reports from docs/results, and "
+            "optionally queue real reference runs on a hardware profile. Idempotent.")
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--baselines", metavar="HARDWARE", default="",
+                            help="queue the reference of every problem lacking one on HARDWARE")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        loaded = load_catalog(settings.PKB_PROBLEMS_PACKAGE, settings.PKB_HARDWARE_DIR)
+        self.stdout.write(f"problems: {len(loaded.created)} new, {len(loaded.new_versions)} new "
+                          f"versions, {len(loaded.unchanged)} unchanged, {len(loaded.retired)} "
+                          f"retired; hardware: {', '.join(loaded.hardware)}")
+        imported = import_results(settings.PKB_RESULTS_DIR, settings.BASE_DIR)
+        self.stdout.write(f"reports: {len(imported.imported)} imported, "
+                          f"{len(imported.skipped)} already there")
+        for error in loaded.errors + imported.errors:
+            self.stderr.write(f"error: {error}")
+        reaped = reap_stuck()
+        if reaped:
+            self.stdout.write(f"marked {reaped} stuck submissions failed")
+        if options["baselines"]:
+            hardware = Hardware.objects.get(slug=options["baselines"])
+            queued = enqueue_baselines(hardware)
+            self.stdout.write(f"baselines queued on {hardware.slug}: {len(queued)}")

@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models
+
+
+class SubmissionQuerySet(models.QuerySet):
+    def finished(self) -> SubmissionQuerySet:
+        return self.filter(status="finished")
+
+    def passing(self) -> SubmissionQuerySet:
+        return self.filter(status="finished", verdict="pass")
+
+    def pending(self) -> SubmissionQuerySet:
+        return self.filter(status__in=("queued", "compiling", "running"))
+
+    def on_track(self, hardware: Any, world_size: int | None = None) -> SubmissionQuerySet:
+        """Ranked runs on one hardware: its size preset and world size (where given)."""
+        qs = self.filter(hardware=hardware, size=hardware.size)
+        return qs.filter(world_size=world_size) if world_size else qs
+
+    def current_versions(self) -> SubmissionQuerySet:
+        return self.filter(problem_version__is_current=True, problem_version__problem__retired=False)
+
+    def owned_by(self, user: Any) -> SubmissionQuerySet:
+        if not user.is_authenticated:
+            return self.none()
+        return self.filter(user=user)
+
+    def ranked(self) -> SubmissionQuerySet:
+        """Best first: correct, then by speedup."""
+        return self.passing().order_by(models.F("speedup").desc(nulls_last=True), "finished_at")

@@ -1,0 +1,129 @@
+"""What workers tell the portal, and what the reaper concludes when they stop talking."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any, Mapping
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from portal.catalog.models import ProblemVersion
+from portal.lib.reports import summarize
+
+from .models import PENDING, Status, Submission
+
+log = logging.getLogger(__name__)
+WORKER_STATUSES = {Status.COMPILING, Status.RUNNING}
+
+
+class TransitionError(Exception):
+    """A worker message that does not fit the submission's state (late, duplicate, unknown)."""
+
+
+def record_status(submission_id: int, status: str, worker: str = "") -> Submission:
+    if status not in WORKER_STATUSES:
+        raise TransitionError(f"workers may report {sorted(WORKER_STATUSES)}, not {status!r}")
+    with transaction.atomic():
+        sub = Submission.objects.select_for_update().get(pk=submission_id)
+        if sub.status not in PENDING:
+            raise TransitionError(f"submission {sub.pk} is already {sub.status}")
+        now = timezone.now()
+        sub.status = status
+        sub.started_at = sub.started_at or now
+        if status == Status.COMPILING:
+            sub.compiling_at = sub.compiling_at or now
+        else:
+            sub.running_at = sub.running_at or now
+        sub.worker = worker[:200] or sub.worker
+        sub.save()
+    return sub
+
+
+def _version_that_ran(sub: Submission, report: Mapping[str, Any]) -> ProblemVersion:
+    """Results stay tied to the version that ran: usually the submitted one."""
+    ran = str((report.get("problem") or {}).get("version") or "")
+    if not ran or ran == sub.problem_version.version:
+        return sub.problem_version
+    version, _ = ProblemVersion.objects.get_or_create(
+        problem=sub.problem_version.problem, version=ran,
+        defaults={"source_recorded": False, "title": sub.problem_version.title})
+    return version
+
+
+def apply_report(sub: Submission, report: Mapping[str, Any]) -> None:
+    summary = summarize(report)
+    sub.report = dict(report)
+    sub.verdict = summary.verdict
+    sub.failure_class = summary.failure_class if summary.verdict == "fail" else ""
+    sub.speedup = summary.speedup
+    sub.candidate_ms = summary.candidate_ms
+    sub.reference_ms = summary.reference_ms
+    sub.roofline_fraction = summary.roofline_fraction
+    version = _version_that_ran(sub, report)
+    if version.pk != sub.problem_version_id:
+        sub.status_reason = (f"The worker ran problem version {version.version}, not "
+                             f"{sub.problem_version.version}; the result is filed under it.")
+        sub.problem_version = version
+
+
+def record_report(submission_id: int, report: Mapping[str, Any], worker: str = "") -> Submission:
+    with transaction.atomic():
+        sub = Submission.objects.select_for_update().select_related(
+            "problem_version__problem").get(pk=submission_id)
+        if sub.status not in PENDING:
+            raise TransitionError(f"submission {sub.pk} is already {sub.status}")
+        apply_report(sub, report)
+        sub.status = Status.FINISHED
+        sub.finished_at = timezone.now()
+        sub.worker = worker[:200] or sub.worker
+        sub.token_hash = ""  # one report per submission: the secret is spent
+        sub.save()
+    return sub
+
+
+def record_failure(submission_id: int, reason: str, worker: str = "") -> Submission:
+    with transaction.atomic():
+        sub = Submission.objects.select_for_update().get(pk=submission_id)
+        if sub.status not in PENDING:
+            raise TransitionError(f"submission {sub.pk} is already {sub.status}")
+        sub.status = Status.FAILED
+        sub.status_reason = reason[:4000]
+        sub.finished_at = timezone.now()
+        sub.worker = worker[:200] or sub.worker
+        sub.token_hash = ""
+        sub.save()
+    return sub
+
+
+def stuck_reason(sub: Submission) -> str:
+    if sub.status == Status.QUEUED:
+        return (f"No worker for {sub.hardware.slug} (queue {sub.hardware.queue}) picked this up "
+                f"within {settings.PKB_QUEUE_TIMEOUT_S} s.")
+    return (f"The worker{' ' + sub.worker if sub.worker else ''} stopped reporting: no result "
+            f"within {settings.PKB_EVAL_TIMEOUT_S + settings.PKB_RUN_GRACE_S} s of the start "
+            f"(evaluation limit {settings.PKB_EVAL_TIMEOUT_S} s plus {settings.PKB_RUN_GRACE_S} s).")
+
+
+def is_stuck(sub: Submission, now: datetime | None = None) -> bool:
+    deadline = sub.deadline(settings.PKB_EVAL_TIMEOUT_S, settings.PKB_RUN_GRACE_S,
+                            settings.PKB_QUEUE_TIMEOUT_S)
+    return deadline is not None and (now or timezone.now()) > deadline
+
+
+def reap_one(sub: Submission, now: datetime | None = None) -> bool:
+    if not is_stuck(sub, now):
+        return False
+    try:
+        record_failure(sub.pk, stuck_reason(sub))
+    except TransitionError:
+        return False
+    return True
+
+
+def reap_stuck(now: datetime | None = None) -> int:
+    """Fail every submission past its deadline, with the reason; returns how many."""
+    pending = Submission.objects.pending().select_related("hardware")
+    return sum(reap_one(sub, now) for sub in pending)

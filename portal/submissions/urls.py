@@ -1,0 +1,10 @@
+from django.urls import path
+
+from . import views
+
+app_name = "submissions"
+urlpatterns = [
+    path("upload/", views.upload, name="upload"),
+    path("<int:pk>/", views.detail, name="detail"),
+    path("<int:pk>/status.json", views.status, name="status"),
+]

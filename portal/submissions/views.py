@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+
+from . import presenters
+from .forms import UploadForm
+from .models import Submission
+from .reporting import reap_one
+from .services import submit
+from .validation import SubmissionError
+
+
+@login_required
+def upload(request: HttpRequest) -> HttpResponse:
+    form = UploadForm(request.POST or None, request.FILES or None,
+                      initial={"problem": request.GET.get("problem"),
+                               "hardware": request.GET.get("hardware")})
+    status = 200
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            sub = submit(user=request.user, problem=data["problem"], hardware=data["hardware"],
+                         backend=data["backend"], model=data["model"], provider=data["provider"],
+                         source=data["source"].read(), origin="upload")
+        except SubmissionError as exc:
+            form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+            status = exc.status
+        else:
+            return redirect(sub)
+    elif request.method == "POST":
+        status = 400
+    return render(request, "submissions/upload.html", {"form": form}, status=status)
+
+
+def _load(pk: int) -> Submission:
+    sub = get_object_or_404(Submission.objects.select_related(
+        "model", "hardware", "user", "problem_version__problem"), pk=pk)
+    if sub.is_pending and reap_one(sub):  # a visitor learns at once that a job was lost
+        sub.refresh_from_db()
+    return sub
+
+
+def detail(request: HttpRequest, pk: int) -> HttpResponse:
+    sub = _load(pk)
+    return render(request, "submissions/detail.html", {
+        "sub": sub, "view": presenters.report_view(sub),
+        "show_source": sub.visible_source_to(request.user),
+        "status": presenters.status_payload(sub),
+    })
+
+
+def status(request: HttpRequest, pk: int) -> JsonResponse:
+    return JsonResponse(presenters.status_payload(_load(pk)))

@@ -1,0 +1,59 @@
+/* Charts for PKB pages: data comes from <script type="application/json"> blocks. */
+(function () {
+  "use strict";
+  const layout = (extra) => Object.assign({ margin: { t: 30, r: 20, b: 60, l: 60 }, legend: { orientation: "h" } }, extra || {});
+  const config = { responsive: true, displaylogo: false };
+  const data = (id) => { const el = document.getElementById(id); return el ? JSON.parse(el.textContent) : null; };
+  const plot = (id, traces, lay) => { const el = document.getElementById(id); if (el && window.Plotly) Plotly.newPlot(el, traces, layout(lay), config); };
+
+  function hardware() {
+    const heat = data("data-heatmap");
+    if (heat) plot("chart-heatmap", [{ type: "heatmap", z: heat.z, x: heat.x, y: heat.y, colorscale: "Viridis", colorbar: { title: "GB/s" } }],
+      { xaxis: { title: "to" }, yaxis: { title: "from", autorange: "reversed" } });
+    const curves = data("data-curves");
+    if (curves) plot("chart-curves", Object.entries(curves.series).map(([op, s]) => ({ type: "scatter", mode: "lines+markers", name: op, x: s.x, y: s.y })),
+      { xaxis: { title: "message bytes", type: "log" }, yaxis: { title: "bus bandwidth (GB/s)" } });
+  }
+
+  function models() {
+    const t = data("data-models");
+    if (!t) return;
+    const keys = t.columns.map((c) => c.key).filter((k) => k.startsWith("fast_") && !k.includes("_at_"));
+    plot("chart-fastp", t.rows.map((r) => ({ type: "bar", name: r.model, x: keys.map((k) => k.replace("fast_", "p=").replace("_", ".")), y: keys.map((k) => r[k]) })),
+      { barmode: "group", yaxis: { title: "share of problems", tickformat: ".0%", range: [0, 1] } });
+  }
+
+  function compare() {
+    const d = data("data-compare");
+    if (!d) return;
+    plot("chart-fastp", Object.entries(d.fast_p.series).map(([m, y]) => ({ type: "scatter", mode: "lines", name: m, x: d.fast_p.p, y: y, line: { shape: "hv" } })),
+      { xaxis: { title: "p (speedup threshold)" }, yaxis: { title: "fast_p", tickformat: ".0%", range: [0, 1] } });
+    plot("chart-scatter", Object.entries(d.speedups).map(([m, s]) => ({ type: "scatter", mode: "markers", name: m, x: Object.keys(s), y: Object.values(s), marker: { size: 9 } })),
+      { xaxis: { title: "problem", categoryarray: d.problems, categoryorder: "array" }, yaxis: { title: "best correct speedup", type: "log" },
+        shapes: [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: 1, y1: 1, line: { dash: "dot", color: "#888" } }] });
+    plot("chart-categories", Object.entries(d.categories).map(([m, c]) => ({ type: "bar", name: m, x: Object.keys(c), y: Object.values(c) })),
+      { barmode: "group", yaxis: { title: "share faster than reference", tickformat: ".0%", range: [0, 1] } });
+    const outcomes = Array.from(new Set(Object.values(d.failures).flatMap((f) => Object.keys(f))));
+    plot("chart-failures", outcomes.map((o) => ({ type: "bar", name: o, x: Object.keys(d.failures), y: Object.values(d.failures).map((f) => f[o] || 0) })),
+      { barmode: "stack", yaxis: { title: "attempts" } });
+  }
+
+  function submission() {
+    const ranks = data("data-ranks");
+    if (ranks) plot("chart-ranks", [
+      { type: "bar", name: "reference", x: ranks.ranks.map((r) => "rank " + r), y: ranks.reference },
+      { type: "bar", name: "candidate", x: ranks.ranks.map((r) => "rank " + r), y: ranks.candidate }],
+      { barmode: "group", yaxis: { title: "median ms" } });
+    const box = document.getElementById("status-box");
+    if (!box || box.dataset.done === "1") return;
+    const poll = () => fetch(box.dataset.statusUrl, { headers: { Accept: "application/json" } })
+      .then((r) => r.json()).then((s) => {
+        document.getElementById("status").textContent = s.status;
+        document.getElementById("queue").textContent = s.queue_position ? "· position " + s.queue_position + " in the queue" : "";
+        if (s.done) window.location.reload(); else setTimeout(poll, 1500);
+      }).catch(() => setTimeout(poll, 5000));
+    setTimeout(poll, 1000);
+  }
+
+  window.PKB = { hardware, models, compare, submission };
+})();

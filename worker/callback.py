@@ -1,0 +1,39 @@
+"""POSTs to the portal with the job's secret token (stdlib only)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+class CallbackRejected(Exception):
+    """The portal answered 4xx: retrying will not help (wrong token, already finished)."""
+
+
+def post(url: str, token: str, payload: dict[str, Any], *, retries: int = 5,
+         timeout_s: float = 30.0) -> dict[str, Any]:
+    body = json.dumps(payload).encode()
+    request = urllib.request.Request(url, data=body, method="POST", headers={
+        "Content-Type": "application/json", "Authorization": f"Worker {token}"})
+    delay = 1.0
+    for attempt in range(retries + 1):
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s) as response:
+                return json.loads(response.read() or b"{}")
+        except urllib.error.HTTPError as exc:
+            detail = exc.read()[:500].decode(errors="replace")
+            if 400 <= exc.code < 500 and exc.code != 429:
+                raise CallbackRejected(f"{url}: HTTP {exc.code}: {detail}") from None
+            log.warning("portal answered %s to %s: %s", exc.code, url, detail)
+        except (urllib.error.URLError, OSError) as exc:
+            log.warning("could not reach %s: %s", url, exc)
+        if attempt < retries:
+            time.sleep(delay)
+            delay = min(delay * 2, 30.0)
+    raise ConnectionError(f"gave up posting to {url} after {retries + 1} tries")

@@ -1,0 +1,51 @@
+"""Worker settings, from the environment only."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def _int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "")
+    return int(raw) if raw.strip() else default
+
+
+def _eval_command() -> list[str]:
+    raw = os.environ.get("PKB_EVAL_COMMAND", "").split()
+    if raw:
+        return raw
+    script = Path(sys.executable).with_name("pkb")
+    if script.exists():
+        return [str(script)]
+    found = shutil.which("pkb")
+    if found:
+        return [found]
+    return [sys.executable, "-c", "import sys; from evaluator.cli import main; sys.exit(main())"]
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    broker_url: str = field(default_factory=lambda: os.environ.get(
+        "PKB_BROKER_URL", "redis://127.0.0.1:6379/0"))
+    broker_dir: str = field(default_factory=lambda: os.environ.get(
+        "PKB_BROKER_DIR", str(Path.cwd() / "var" / "broker")))
+    # Overrides the portal address in jobs when the worker reaches it by another name.
+    portal_url: str = field(default_factory=lambda: os.environ.get("PKB_PORTAL_URL", ""))
+    max_eval_s: int = field(default_factory=lambda: _int("PKB_WORKER_MAX_EVAL_S", 1800))
+    task_grace_s: int = field(default_factory=lambda: _int("PKB_WORKER_TASK_GRACE_S", 120))
+    post_retries: int = field(default_factory=lambda: _int("PKB_WORKER_POST_RETRIES", 5))
+    eval_command: list[str] = field(default_factory=_eval_command)
+    name: str = field(default_factory=lambda: os.environ.get("PKB_WORKER_NAME", ""))
+
+    @property
+    def task_time_limit(self) -> int:
+        return self.max_eval_s + self.task_grace_s
+
+
+# Multicast must stay off on our hosts (field notes): set for every evaluation we start.
+SAFE_GPU_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+                "NVSHMEM_DISABLE_NVLS": "1"}

@@ -1,0 +1,70 @@
+"""The evaluation task. Takes a self-contained job (see portal/submissions/services.py
+``task_payload``) and answers over HTTP; the broker carries no results."""
+
+from __future__ import annotations
+
+import logging
+import socket
+from typing import Any
+
+from celery.exceptions import SoftTimeLimitExceeded
+
+from . import callback, runner
+from .app import app
+from .config import WorkerConfig
+
+log = logging.getLogger(__name__)
+
+
+def _url(job: dict[str, Any], config: WorkerConfig, what: str) -> str:
+    base = job["callback_url"]
+    if config.portal_url:
+        base = config.portal_url.rstrip("/") + "/api/v1/worker/submissions/" \
+            + f"{job['submission_id']}/"
+    return f"{base}{what}/"
+
+
+def _worker_name(config: WorkerConfig) -> str:
+    return config.name or socket.gethostname()
+
+
+def evaluate_job(job: dict[str, Any], config: WorkerConfig | None = None) -> str:
+    config = config or WorkerConfig()
+    token, name = job["token"], _worker_name(config)
+
+    def status(value: str) -> None:
+        try:
+            callback.post(_url(job, config, "status"), token, {"status": value, "worker": name},
+                          retries=1)
+        except Exception as exc:  # status is advisory; the report is what counts
+            log.warning("status %s for %s not delivered: %s", value, job["submission_id"], exc)
+
+    status("compiling")
+    limit = min(float(job.get("timeout_s") or config.max_eval_s), float(config.max_eval_s))
+    result = runner.run(job, config.eval_command, limit, on_running=lambda: status("running"))
+    if result.report is not None:
+        payload: dict[str, Any] = {"report": result.report, "worker": name}
+        outcome = "report"
+    elif result.timed_out:
+        payload = {"error": f"The evaluation ran past the worker's limit of {limit:.0f} s and "
+                            "was killed (all ranks).", "output": result.output_tail, "worker": name}
+        outcome = "timeout"
+    else:
+        payload = {"error": f"The evaluator exited with code {result.exit_code} without writing "
+                            "a report.", "output": result.output_tail, "worker": name}
+        outcome = "no-report"
+    try:
+        callback.post(_url(job, config, "report"), token, payload, retries=config.post_retries)
+    except callback.CallbackRejected as exc:
+        log.warning("portal refused the result of %s: %s", job["submission_id"], exc)
+        return "rejected"
+    return outcome
+
+
+@app.task(name="pkb.evaluate", bind=True, acks_late=True, reject_on_worker_lost=True,
+          ignore_result=True)
+def evaluate(self: Any, job: dict[str, Any]) -> str:
+    try:
+        return evaluate_job(job)
+    except SoftTimeLimitExceeded:
+        return "soft-time-limit"
