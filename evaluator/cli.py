@@ -49,8 +49,10 @@ def _add_check(sub: Any) -> None:
 def _add_probe(sub: Any) -> None:
     p = sub.add_parser("probe", help="measure this host and write a hardware profile")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cuda")
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--out", type=Path, default=None, help="default: hardware/<id>.json")
     p.add_argument("--id", default=None, help="profile id (default: derived from the hardware)")
+    p.add_argument("--world-size", type=int, default=None,
+                   help="GPUs to measure (default: all) or gloo ranks on CPU (default: 2)")
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -127,7 +129,9 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_probe(args: argparse.Namespace) -> int:
     from .hardware import probe
 
-    probe.write_profile(args.device, args.out, profile_id=args.id)
+    profile = probe.probe(args.device, args.out, world_size=args.world_size, profile_id=args.id,
+                          command="pkb " + " ".join(sys.argv[1:]))
+    print(json.dumps({"id": profile["id"], "roofline": profile["roofline"]}, indent=1))
     return 0
 
 

@@ -26,23 +26,29 @@ from .launcher import run_side
 from .roofline import roofline
 from .stats import slowest_rank_per_iteration, summarize
 
-SEEDS = (11, 11, 12)  # same seed twice: determinism; another seed: the inputs really are seeded
+# Same seed twice: the reference is deterministic; another seed: the inputs really are seeded.
+# On GPUs the suite measures time at full size, so one trial checks that it runs and is finite.
+SEEDS = {"cpu": (11, 11, 12), "cuda": (11,)}
 
 
-def _task(index: int, problem: Problem, size: str, timing: Optional[TimingConfig]) -> dict[str, Any]:
+def _task(index: int, problem: Problem, size: str, timing: Optional[TimingConfig],
+          seeds: Sequence[int]) -> dict[str, Any]:
     return {"task": index, "problem": problem.slug, "size": size, "dtype": dtype_name(problem.default_dtype),
-            "trials": [{"index": i, "seed": s} for i, s in enumerate(SEEDS)],
+            "trials": [{"index": i, "seed": s} for i, s in enumerate(seeds)],
             "timing": timing.__dict__ if timing else None, "timing_seed": 13}
 
 
-def _judge(problem: Problem, out_dir: Path, task: int, world_size: int) -> Optional[str]:
+def _judge(out_dir: Path, task: int, world_size: int, trials: int) -> Optional[str]:
     for rank in range(world_size):
         runs = [torch.load(out_dir / f"task{task}_trial{i}_rank{rank}.pt", weights_only=True)
-                for i in range(len(SEEDS))]
-        first, again, other = runs
-        for index, (a, b, c) in enumerate(zip(first, again, other)):
+                for i in range(trials)]
+        for index, a in enumerate(runs[0]):
             if a.is_floating_point() and not torch.isfinite(a).all():
                 return f"rank {rank} output {index} has NaN/Inf"
+        if trials < 3:
+            continue
+        first, again, other = runs
+        for index, (a, b) in enumerate(zip(first, again)):
             if a.shape != b.shape or not torch.equal(a, b):
                 return f"rank {rank} output {index} differs between two runs with the same seed"
         if all(a.shape == c.shape and torch.equal(a, c) for a, c in zip(first, other)) \
@@ -54,7 +60,7 @@ def _judge(problem: Problem, out_dir: Path, task: int, world_size: int) -> Optio
 def _remaining_from(result: Any, tasks: list[dict[str, Any]], world_size: int) -> int:
     """Index into ``tasks`` of the first task not completed by every rank."""
     for position, task in enumerate(tasks):
-        expected = [f"{task['task']}:trial {i}" for i in range(len(SEEDS))]
+        expected = [f"{task['task']}:trial {t['index']}" for t in task["trials"]]
         if task["timing"]:
             expected.append(f"{task['task']}:timing")
         if not all(set(expected) <= set(result.completed_steps(r)) for r in range(world_size)):
@@ -75,7 +81,7 @@ def run_world(slugs: Sequence[str], world_size: int, *, device: str, size: str, 
                          "message": problem.world_size_note or "world size not supported"})
     timing = (TimingConfig(min_time_s=0.3, max_time_s=1.0, max_iterations=50) if device == "cuda"
               else TimingConfig.quick()) if timed else None
-    tasks = [_task(i, p, size, timing) for i, p in enumerate(runnable)]
+    tasks = [_task(i, p, size, timing, SEEDS[device]) for i, p in enumerate(runnable)]
     by_task = {t["task"]: p for t, p in zip(tasks, runnable)}
     base = "/dev/shm" if os.path.isdir("/dev/shm") else None
     while tasks:
@@ -110,7 +116,7 @@ def run_world(slugs: Sequence[str], world_size: int, *, device: str, size: str, 
 
 def _row(problem: Problem, task: dict[str, Any], workdir: Path, world_size: int, result: Any,
          profile: Optional[dict[str, Any]], size: str) -> dict[str, Any]:
-    problem_error = _judge(problem, workdir / "reference", task["task"], world_size)
+    problem_error = _judge(workdir / "reference", task["task"], world_size, len(task["trials"]))
     row: dict[str, Any] = {"slug": problem.slug, "world_size": world_size,
                            "status": "FAIL" if problem_error else "ok", "message": problem_error or ""}
     if task["timing"]:
