@@ -26,4 +26,6 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "processed_folder": str(BROKER_DIR / "processed"),
         "store_processed": False,
     }
+    for _sub in ("queue", "processed"):
+        os.makedirs(BROKER_DIR / _sub, exist_ok=True)
 os.makedirs(VAR_DIR, exist_ok=True)

@@ -136,6 +136,8 @@ class Submission(models.Model):
             return None
         ahead = Submission.objects.filter(
             hardware_id=self.hardware_id, status=Status.QUEUED, created_at__lt=self.created_at)
+        if self.origin != "baseline":  # baselines wait on a side queue, not in front of users
+            ahead = ahead.exclude(origin="baseline")
         return ahead.count() + 1
 
     def deadline(self, eval_timeout_s: int, grace_s: int, queue_timeout_s: int):  # type: ignore[no-untyped-def]

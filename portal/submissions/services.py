@@ -125,6 +125,12 @@ def task_payload(submission: Submission, token: str) -> dict[str, Any]:
     }
 
 
+def queue_for(submission: Submission) -> str:
+    """Baseline runs go to a side queue that the same workers drain between user jobs."""
+    queue = submission.hardware.queue
+    return f"{queue}.baseline" if submission.origin == "baseline" else queue
+
+
 def dispatch(submission_id: int, token: str) -> None:
     from portal.celery import app
 
@@ -132,7 +138,7 @@ def dispatch(submission_id: int, token: str) -> None:
         "hardware", "problem_version__problem").get(pk=submission_id)
     try:
         result = app.send_task(TASK_NAME, kwargs={"job": task_payload(submission, token)},
-                               queue=submission.hardware.queue)
+                               queue=queue_for(submission))
     except Exception as exc:  # broker down: say so rather than leave it queued forever
         log.exception("could not enqueue submission %s", submission_id)
         Submission.objects.filter(pk=submission_id, status=Status.QUEUED).update(

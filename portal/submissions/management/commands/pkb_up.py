@@ -1,0 +1,103 @@
+"""One command for one machine: migrate, seed, then run a CPU worker and the web server."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandParser
+
+from portal.catalog.models import Hardware
+from portal.submissions.importing import enqueue_baselines
+from portal.submissions.reporting import reap_stuck
+
+
+class Command(BaseCommand):
+    help = "Start everything on this machine: database, seeded data, a CPU worker, the site."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", default=os.environ.get("PKB_HOST", "127.0.0.1"))
+        parser.add_argument("--port", type=int, default=int(os.environ.get("PKB_PORT", "8000")))
+        parser.add_argument("--no-worker", action="store_true", help="site only")
+        parser.add_argument("--baselines", action="store_true",
+                            help="queue a real run of every problem's reference on the local CPU "
+                                 "(a side queue: your uploads are not held up behind it)")
+        parser.add_argument("--no-demo-user", action="store_true")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        call_command("migrate", verbosity=0, interactive=False)
+        call_command("seed")
+        local = self._local_hardware()
+        if not options["no_demo_user"]:
+            self._demo_user()
+        base = f"http://{'127.0.0.1' if options['host'] in ('0.0.0.0', '::') else options['host']}:{options['port']}"
+        children = [self._server(options["host"], options["port"])]
+        if not options["no_worker"] and local is not None:
+            children.append(self._worker(local, base))
+            if options["baselines"]:
+                queued = enqueue_baselines(local)
+                self.stdout.write(f"queued {len(queued)} reference runs on {local.slug}")
+        threading.Thread(target=self._reaper, daemon=True).start()
+        self.stdout.write(self.style.SUCCESS(f"PKB Portal on {base}/  (Ctrl-C stops everything)"))
+        self._wait(children)
+
+    def _local_hardware(self) -> Hardware | None:
+        wanted = settings.PKB_LOCAL_HARDWARE
+        cpu = Hardware.objects.active().filter(kind="cpu")
+        return cpu.filter(slug=wanted).first() or cpu.order_by("builtin", "slug").first()
+
+    def _demo_user(self) -> None:
+        User = get_user_model()
+        if not User.objects.filter(username="demo").exists():
+            User.objects.create_user("demo", password="demo-pkb-local")
+        self.stdout.write("log in as demo / demo-pkb-local (local only), or sign up")
+
+    def _server(self, host: str, port: int) -> subprocess.Popen[bytes]:
+        return subprocess.Popen([sys.executable, "manage.py", "runserver", f"{host}:{port}",
+                                 "--noreload"], cwd=settings.BASE_DIR)
+
+    def _worker(self, hardware: Hardware, base: str) -> subprocess.Popen[bytes]:
+        env = {**os.environ, "PKB_BROKER_URL": settings.CELERY_BROKER_URL,
+               "PKB_BROKER_DIR": str(settings.VAR_DIR / "broker"), "PKB_PORTAL_URL": base}
+        queues = f"{hardware.queue},{hardware.queue}.baseline"
+        self.stdout.write(f"worker on {queues}")
+        return subprocess.Popen([sys.executable, "-m", "celery", "-A", "worker", "worker",
+                                 "-Q", queues, "--concurrency", "1", "--prefetch-multiplier", "1",
+                                 "-n", f"local-{hardware.slug}@%h", "--loglevel", "INFO"],
+                                cwd=settings.BASE_DIR, env=env)
+
+    def _reaper(self) -> None:
+        while True:
+            time.sleep(30)
+            try:
+                reap_stuck()
+            except Exception as exc:  # the site keeps running; the next sweep retries
+                self.stderr.write(f"reaper: {exc}")
+
+    def _wait(self, children: list[subprocess.Popen[bytes]]) -> None:
+        def stop(*_: Any) -> None:
+            for child in children:
+                if child.poll() is None:
+                    child.terminate()
+            for child in children:
+                try:
+                    child.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+            sys.exit(0)
+
+        signal.signal(signal.SIGTERM, stop)
+        try:
+            while all(child.poll() is None for child in children):
+                time.sleep(1)
+        except KeyboardInterrupt:
+            pass
+        stop()
