@@ -1,0 +1,117 @@
+"""Personas and a small real catalog shared by the portal tests."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.cache import cache
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_throttles() -> None:
+    cache.clear()
+
+
+@pytest.fixture
+def owner(django_user_model: Any) -> Any:
+    return django_user_model.objects.create_user("owner", password="owner-pass-123")
+
+
+@pytest.fixture
+def other(django_user_model: Any) -> Any:
+    return django_user_model.objects.create_user("other", password="other-pass-123")
+
+
+@pytest.fixture
+def staff(django_user_model: Any) -> Any:
+    return django_user_model.objects.create_user("staff", password="staff-pass-123", is_staff=True)
+
+
+def client_for(user: Any | None) -> APIClient:
+    client = APIClient()
+    if user is not None:
+        token, _ = Token.objects.get_or_create(user=user)
+        client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    return client
+
+
+@pytest.fixture
+def anonymous_api() -> APIClient:
+    return APIClient()
+
+
+@pytest.fixture
+def owner_api(owner: Any) -> APIClient:
+    return client_for(owner)
+
+
+@pytest.fixture
+def other_api(other: Any) -> APIClient:
+    return client_for(other)
+
+
+@pytest.fixture
+def staff_api(staff: Any) -> APIClient:
+    return client_for(staff)
+
+
+@pytest.fixture
+def cpu_hardware(db: None) -> Any:
+    """A CPU profile whose queue is unique to this test process (Redis is shared)."""
+    from portal.catalog.models import Hardware
+
+    return Hardware.objects.create(slug=f"cpu-test-{os.getpid()}", name="Test CPU", kind="cpu",
+                                   gpus=0, world_size=2, builtin=True, profile={"kind": "cpu"})
+
+
+@pytest.fixture
+def gpu_hardware(db: None) -> Any:
+    from portal.catalog.models import Hardware
+
+    profile = {"id": "h200-x4-test", "kind": "gpu", "gpus": {"model": "NVIDIA H200", "count": 4},
+               "roofline": {"link_gbps": 400.0, "hbm_gbps": 4000.0,
+                            "tflops": {"bfloat16": 900.0, "float32": 60.0}}}
+    return Hardware.objects.create(slug="h200-x4-test", name="4x NVIDIA H200", kind="gpu", gpus=4,
+                                   world_size=4, profile=profile)
+
+
+@pytest.fixture
+def all_reduce(db: None) -> Any:
+    """The real all-reduce problem, loaded the way load_catalog loads every problem."""
+    import problems
+    from portal.catalog.services import LoadResult, upsert_problem
+
+    p = problems.get("all-reduce")
+    return upsert_problem(p, problems.source_text(p), problems.version(p), LoadResult())
+
+
+@pytest.fixture
+def real_report() -> dict[str, Any]:
+    """A report the evaluator wrote (all-reduce, reference as solution, 2 gloo ranks)."""
+    return json.loads((DATA / "report_all_reduce_pass.json").read_text())
+
+
+@pytest.fixture
+def no_dispatch(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Record dispatches instead of sending them (tests of the portal alone)."""
+    sent: list[int] = []
+    monkeypatch.setattr("portal.submissions.services.dispatch",
+                        lambda pk, token: sent.append(pk))
+    return sent
+
+
+VALID_SOURCE = (
+    "import torch.distributed as dist\n\n\n"
+    "def solution(x, *, group):\n"
+    "    out = x.clone()\n"
+    "    dist.all_reduce(out, group=group)\n"
+    "    return out\n"
+)
