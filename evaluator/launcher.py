@@ -53,6 +53,7 @@ class SideResult:
     errors: list[dict[str, Any]]  # ERROR events by arrival
     wall_s: float
     steps: dict[int, list[str]] = field(default_factory=dict)  # rank -> "task:step" labels completed
+    fingerprints: dict[tuple[int, str, int], list[dict[str, Any]]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -113,6 +114,7 @@ class SideRun:
         self.errors: list[dict[str, Any]] = []
         self.crashes: list[tuple[int, int]] = []  # (rank, returncode) of ranks that died silently
         self.first_problem_at: Optional[float] = None
+        self.fingerprints: dict[tuple[int, str, int], list[dict[str, Any]]] = {}  # (task, step, rank)
 
     def log_path(self, rank: int) -> Path:
         return self.workdir / f"{self.side}-rank{rank}.log"
@@ -146,7 +148,8 @@ class SideRun:
             for state in self.ranks:
                 os.close(state.fd)
         return SideResult(self.side, failure, self.ready, self.done, self.times, self.errors,
-                          time.monotonic() - started, {s.rank: s.labels for s in self.ranks})
+                          time.monotonic() - started, {s.rank: s.labels for s in self.ranks},
+                          self.fingerprints)
 
     def _watch(self, selector: selectors.BaseSelector, started: float) -> Optional[Failure]:
         while True:
@@ -197,6 +200,9 @@ class SideRun:
         elif kind == STEP:
             state.steps.append(str(event.get("step")))
             state.labels.append(f"{event.get('task')}:{event.get('step')}")
+            if isinstance(event.get("fingerprints"), list):
+                self.fingerprints[(int(event.get("task") or 0), str(event.get("step")), state.rank)] = \
+                    event["fingerprints"]
             state.timing = bool(event.get("timing"))
         elif kind == TIMES:
             state.steps.append("timing")

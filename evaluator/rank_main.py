@@ -68,7 +68,8 @@ def run(job: dict[str, Any], rank: int, channel) -> None:  # type: ignore[no-unt
 
     device, control_group = _init(job, rank)
     ctx = RankContext(rank=rank, world_size=job["world_size"], device=device,
-                      control_group=control_group, channel=channel, out_dir=Path(job["out_dir"]))
+                      control_group=control_group, channel=channel, out_dir=Path(job["out_dir"]),
+                      fingerprints_only=job.get("outputs") == "fingerprints")
     task = {"task": None}
     try:
         solution = None

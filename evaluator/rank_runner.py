@@ -7,6 +7,7 @@ nothing here.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ class RankContext:
     control_group: Any  # harness-only group: aligns timed regions, carries the stop flag
     channel: RankChannel
     out_dir: Path
+    fingerprints_only: bool = False  # reference checks: report hashes, write no output files
 
 
 def build_groups(problem: Problem, world_size: int, rank: int) -> dict[str, Any]:
@@ -73,6 +75,14 @@ def _tensor_inputs(inputs: dict[str, Any]) -> dict[str, torch.Tensor]:
 
 def save_outputs(outputs: list[torch.Tensor], path: Path) -> None:
     torch.save([t.detach().to("cpu").contiguous() for t in outputs], path)
+
+
+def fingerprint(t: torch.Tensor) -> dict[str, Any]:
+    """Enough to check a reference without moving its outputs: exact bytes, finiteness, shape."""
+    data = t.detach().contiguous().reshape(-1).view(torch.uint8).cpu().numpy().tobytes()
+    finite = bool(torch.isfinite(t).all()) if t.is_floating_point() else True
+    return {"sha256": hashlib.sha256(data).hexdigest(), "finite": finite, "shape": list(t.shape),
+            "dtype": str(t.dtype).removeprefix("torch.")}
 
 
 class TaskRunner:
@@ -117,6 +127,10 @@ class TaskRunner:
                     FailureClass.INPUT_MUTATION,
                     f"input `{name}` was modified in trial {index}; only "
                     f"{list(self.problem.may_overwrite) or 'no inputs'} may be overwritten")
+        if self.ctx.fingerprints_only:
+            self.ctx.channel.send(STEP, task=self.task["task"], step=f"trial {index}",
+                                  fingerprints=[fingerprint(t) for t in outputs])
+            return
         save_outputs(outputs, self.ctx.out_dir / f"task{self.task['task']}_trial{index}_rank{self.ctx.rank}.pt")
         self.ctx.channel.send(STEP, task=self.task["task"], step=f"trial {index}")
 
@@ -180,7 +194,7 @@ class TaskRunner:
                 gaps.append(0.0)
             walls.append((_perf_counter() - wall_start) * 1e3)
             outputs = as_output_list(result, self.side)
-        if outputs:
+        if outputs and not ctx.fingerprints_only:
             save_outputs(outputs, ctx.out_dir / f"task{self.task['task']}_timed_rank{ctx.rank}.pt")
         ctx.channel.send(TIMES, task=self.task["task"], times_ms=times, wall_ms=walls, gap_ms=gaps,
                          copies=len(copies), warmup=warmup)

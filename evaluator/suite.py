@@ -9,14 +9,13 @@ the others.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
-
-import torch
 
 import problems
 from problems.spec import Problem, dtype_name
@@ -38,21 +37,19 @@ def _task(index: int, problem: Problem, size: str, timing: Optional[TimingConfig
             "timing": timing.__dict__ if timing else None, "timing_seed": 13}
 
 
-def _judge(out_dir: Path, task: int, world_size: int, trials: int) -> Optional[str]:
+def _judge(result: Any, task: int, world_size: int, trials: int) -> Optional[str]:
     for rank in range(world_size):
-        runs = [torch.load(out_dir / f"task{task}_trial{i}_rank{rank}.pt", weights_only=True)
-                for i in range(trials)]
-        for index, a in enumerate(runs[0]):
-            if a.is_floating_point() and not torch.isfinite(a).all():
+        runs = [result.fingerprints[(task, f"trial {i}", rank)] for i in range(trials)]
+        for index, out in enumerate(runs[0]):
+            if not out["finite"]:
                 return f"rank {rank} output {index} has NaN/Inf"
         if trials < 3:
             continue
         first, again, other = runs
         for index, (a, b) in enumerate(zip(first, again)):
-            if a.shape != b.shape or not torch.equal(a, b):
+            if a != b:
                 return f"rank {rank} output {index} differs between two runs with the same seed"
-        if all(a.shape == c.shape and torch.equal(a, c) for a, c in zip(first, other)) \
-                and any(a.numel() > 1 for a in first):
+        if first == other and any(math.prod(out["shape"]) > 1 for out in first):
             return f"rank {rank}: outputs are identical for two different seeds"
     return None
 
@@ -92,7 +89,7 @@ def run_world(slugs: Sequence[str], world_size: int, *, device: str, size: str, 
             job = {"side": "reference", "world_size": world_size, "device": device,
                    "backend": "nccl" if device == "cuda" else "gloo", "solution_path": None,
                    "store_path": str(workdir / "store"), "stack_dir": str(workdir / "reference-stacks"),
-                   "out_dir": str(workdir / "reference"), "tasks": tasks,
+                   "out_dir": str(workdir / "reference"), "tasks": tasks, "outputs": "fingerprints",
                    "threads": max(1, (os.cpu_count() or 1) // world_size),
                    "collective_timeout_s": limits.total_s}
             total = Limits(startup_s=limits.startup_s, step_s=limits.step_s,
@@ -100,7 +97,7 @@ def run_world(slugs: Sequence[str], world_size: int, *, device: str, size: str, 
             result = run_side(job, workdir, total, 60.0)
             stop = _remaining_from(result, tasks, world_size)
             for task in tasks[:stop]:
-                rows.append(_row(by_task[task["task"]], task, workdir, world_size, result, profile, size))
+                rows.append(_row(by_task[task["task"]], task, world_size, result, profile, size))
             if stop < len(tasks):
                 failed = tasks[stop]
                 failure = result.failure or {"message": "the rank group ended early"}
@@ -114,9 +111,9 @@ def run_world(slugs: Sequence[str], world_size: int, *, device: str, size: str, 
     return rows
 
 
-def _row(problem: Problem, task: dict[str, Any], workdir: Path, world_size: int, result: Any,
+def _row(problem: Problem, task: dict[str, Any], world_size: int, result: Any,
          profile: Optional[dict[str, Any]], size: str) -> dict[str, Any]:
-    problem_error = _judge(workdir / "reference", task["task"], world_size, len(task["trials"]))
+    problem_error = _judge(result, task["task"], world_size, len(task["trials"]))
     row: dict[str, Any] = {"slug": problem.slug, "world_size": world_size,
                            "status": "FAIL" if problem_error else "ok", "message": problem_error or ""}
     if task["timing"]:
