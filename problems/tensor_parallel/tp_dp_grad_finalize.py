@@ -59,7 +59,9 @@ def roofline(s: Setting) -> Traffic:
     small = (s["layers"] * 4 * s["hidden"] + s["avg_numel"]) * e
     total = s["shard_numel"] * e + small
     link = traffic.all_reduce(total, dp) + traffic.all_reduce(small, tp)
-    return Traffic(link_bytes=link, hbm_bytes=2 * total, flops=total / e * (dp + tp))
+    # Scale and sum over dp for every element; the small tensors are also summed over tp.
+    flops = total / e * dp + small / e * tp
+    return Traffic(link_bytes=link, hbm_bytes=2 * total, flops=flops)
 
 
 PROBLEM = Problem(
