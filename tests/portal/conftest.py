@@ -115,3 +115,53 @@ VALID_SOURCE = (
     "    dist.all_reduce(out, group=group)\n"
     "    return out\n"
 )
+
+
+@pytest.fixture(scope="session")
+def celery_worker_process(live_server: Any) -> Any:
+    """A real `celery -A worker worker` subprocess on Redis, evaluating on CPU over gloo.
+
+    It knows nothing of the database: it reports to the live server over HTTP.
+    """
+    import subprocess
+    import sys
+    import time
+
+    from django.conf import settings
+
+    queue = f"pkb.hw.cpu-test-{os.getpid()}"
+    env = {**os.environ, "PKB_BROKER_URL": settings.CELERY_BROKER_URL,
+           "PKB_PORTAL_URL": live_server.url, "PKB_WORKER_NAME": "test-worker",
+           "PKB_WORKER_POST_RETRIES": "2"}
+    env.pop("DJANGO_SETTINGS_MODULE", None)  # the worker must not need Django
+    log = open(Path(settings.BASE_DIR) / "var" / f"test-worker-{os.getpid()}.log", "wb") \
+        if (Path(settings.BASE_DIR) / "var").is_dir() else subprocess.DEVNULL
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "worker", "worker", "-Q", queue, "--concurrency", "1",
+         "--prefetch-multiplier", "1", "-n", f"test-{os.getpid()}@%h", "--loglevel", "INFO",
+         "--without-gossip", "--without-mingle", "--without-heartbeat"],
+        cwd=settings.BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    time.sleep(1)
+    yield proc
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=15)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def wait_for(predicate: Any, timeout_s: float = 120.0, every_s: float = 0.5) -> Any:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every_s)
+    raise AssertionError(f"not true within {timeout_s} s")
