@@ -91,7 +91,7 @@ PROBLEM = Problem(
     ),
     categories=("fsdp_zero", "data"),
     source=Source("DeepSpeed",
-                  "deepspeed/runtime/zero/partition_parameters.py: Init._all_gather_dtype (ds_secondary_tensor)",
+                  "deepspeed/runtime/zero/partition_parameters.py: Init._convert_to_deepspeed_param._all_gather_dtype (ds_secondary_tensor)",
                   "https://github.com/deepspeedai/DeepSpeed"),
     collectives=("all_gather",),
     reference=reference,

@@ -92,7 +92,7 @@ PROBLEM = Problem(
     ),
     categories=("fsdp_zero", "data"),
     source=Source("DeepSpeed",
-                  "deepspeed/runtime/zero/partition_parameters.py: Init._all_gather (quantize=True), CUDAQuantizer",
+                  "deepspeed/runtime/zero/partition_parameters.py: Init._convert_to_deepspeed_param.all_gather_coalesced (quantize=True), CUDAQuantizer",
                   "https://github.com/deepspeedai/DeepSpeed"),
     collectives=("all_gather",),
     reference=reference,
