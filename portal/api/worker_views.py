@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
@@ -36,6 +37,8 @@ class WorkerView(APIView):
 
 
 class WorkerStatus(WorkerView):
+    @extend_schema(request=WorkerStatusSerializer, responses={200: dict},
+                   description="Workers only: `Authorization: Worker <job token>`.")
     def post(self, request: Request, pk: int) -> Response:
         if denied := self.authorize(request, pk):
             return denied
@@ -49,6 +52,8 @@ class WorkerStatus(WorkerView):
 
 
 class WorkerReport(WorkerView):
+    @extend_schema(request=WorkerReportSerializer, responses={200: dict},
+                   description="Workers only: the evaluator report, or an error with output.")
     def post(self, request: Request, pk: int) -> Response:
         if denied := self.authorize(request, pk):
             return denied
