@@ -120,7 +120,7 @@ PROBLEM = Problem(
     reference=reference,
     make_inputs=make_inputs,
     sizes={"small": {"atoms_per_rank": 48, "slab_width": 2.5, "yz_length": 3.0, "feat": 8},
-           "default": {"atoms_per_rank": 8192, "slab_width": 4.0, "yz_length": 17.0,
+           "default": {"atoms_per_rank": 4096, "slab_width": 4.0, "yz_length": 12.0,
                        "feat": 128}},
     tolerances=tolerances(float32=(1e-4, 1e-4)),
     dtypes=(torch.float32,),

@@ -82,7 +82,7 @@ PROBLEM = Problem(
     reference=reference,
     make_inputs=make_inputs,
     sizes={"small": {"batch": 1, "channels": 4, "out_channels": 4, "h": 16, "w": 8, "kernel": 3},
-           "default": {"batch": 2, "channels": 128, "out_channels": 128, "h": 2048, "w": 2048,
+           "default": {"batch": 1, "channels": 64, "out_channels": 64, "h": 2048, "w": 2048,
                        "kernel": 3}},
     tolerances=tolerances(bfloat16=(3e-2, 3e-2), float32=(1e-4, 1e-4)),
     traffic=roofline,
