@@ -81,7 +81,7 @@ PROBLEM = Problem(
         "an all-to-all turns zigzag sequence shards into channel shards over the full sequence, "
         "each rank runs an FFT causal convolution with its channels' filters plus the skip term, "
         "and a second all-to-all restores the zigzag sequence shards. Both all-to-alls move the "
-        "whole activation (tens of MiB per rank) around a compute step that is itself "
+        "whole activation (64-256 MiB per rank) around a compute step that is itself "
         "memory-bound; fast versions fuse the zigzag reordering into the transfers and pipeline "
         "channel groups so FFTs start as soon as their channels arrive."
     ),

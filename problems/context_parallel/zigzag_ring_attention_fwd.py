@@ -116,7 +116,7 @@ PROBLEM = Problem(
         "later rank, all local queries attend to its first half or the second local query chunk "
         "attends to all of it, and partial results are merged with log-sum-exp rescaling. This "
         "is zigzag_ring_flash_attn_forward and the P2P path of TransformerEngine/Megatron context "
-        "parallelism. With 32 MiB blocks per step the transfer is comparable to a step's "
+        "parallelism. With 64 MiB of K/V per step the transfer is comparable to a step's "
         "attention, so the win comes from keeping the next block in flight during the current "
         "step and from a fused block-attention + merge kernel."
     ),

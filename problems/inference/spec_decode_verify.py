@@ -69,7 +69,7 @@ PROBLEM = Problem(
         "shard of the logits. vLLM gathers the full logits (LogitsProcessor._gather_logits) and "
         "its rejection sampler, in greedy mode, accepts the longest prefix of drafts that agree "
         "with the target argmax and emits the target token at the first disagreement (or the "
-        "bonus token). Gathering 128K-wide rows moves MiBs per step although each rank only "
+        "bonus token). Gathering 128K-wide rows moves tens of MiB per step although each rank only "
         "needs to contribute its local maximum and index: a distributed argmax (8 bytes per row "
         "per rank, ties broken to the lowest index) plus the acceptance scan in one kernel "
         "turns this into a latency-bound exchange of a few KiB."
