@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from problems import traffic
 from problems.spec import Case, Problem, Setting, Source, Traffic, tolerances
 
 

@@ -24,7 +24,7 @@ def reference(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, *,
         ops.append(dist.P2POp(dist.isend, x[:, :, -(kt - 1):].contiguous(), nxt, group=group))
     if rank > 0:
         prv = dist.get_global_rank(group, rank - 1)
-        prev = torch.empty_like(x[:, :, :kt - 1])
+        prev = x.new_empty((x.shape[0], x.shape[1], kt - 1, x.shape[3], x.shape[4]))
         ops.append(dist.P2POp(dist.irecv, prev, prv, group=group))
     if ops:
         for req in dist.batch_isend_irecv(ops):
