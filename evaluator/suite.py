@@ -66,7 +66,9 @@ def _remaining_from(result: Any, tasks: list[dict[str, Any]], world_size: int) -
 
 
 def run_world(slugs: Sequence[str], world_size: int, *, device: str, size: str, timed: bool,
-              profile: Optional[dict[str, Any]], limits: Limits) -> list[dict[str, Any]]:
+              profile: Optional[dict[str, Any]], limits: Limits, chunk: int = 1000,
+              progress: bool = False) -> list[dict[str, Any]]:
+    """Rows of results; ``chunk`` problems share one rank group (smaller chunks print sooner)."""
     chosen = [problems.get(s) for s in slugs] if slugs else list(problems.all_problems())
     rows: list[dict[str, Any]] = []
     runnable = []
@@ -78,8 +80,20 @@ def run_world(slugs: Sequence[str], world_size: int, *, device: str, size: str, 
                          "message": problem.world_size_note or "world size not supported"})
     timing = (TimingConfig(min_time_s=0.3, max_time_s=1.0, max_iterations=50) if device == "cuda"
               else TimingConfig.quick()) if timed else None
-    tasks = [_task(i, p, size, timing, SEEDS[device]) for i, p in enumerate(runnable)]
-    by_task = {t["task"]: p for t, p in zip(tasks, runnable)}
+    all_tasks = [_task(i, p, size, timing, SEEDS[device]) for i, p in enumerate(runnable)]
+    by_task = {t["task"]: p for t, p in zip(all_tasks, runnable)}
+    for start in range(0, len(all_tasks), chunk):
+        done = len(rows)
+        rows.extend(_run_tasks(all_tasks[start:start + chunk], by_task, world_size, device=device,
+                               size=size, profile=profile, limits=limits))
+        if progress:
+            print(format_rows(rows[done:]), flush=True)
+    return rows
+
+
+def _run_tasks(tasks: list[dict[str, Any]], by_task: dict[int, Problem], world_size: int, *,
+               device: str, size: str, profile: Optional[dict[str, Any]], limits: Limits) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
     base = "/dev/shm" if os.path.isdir("/dev/shm") else None
     while tasks:
         workdir = Path(tempfile.mkdtemp(prefix="pkb-suite-", dir=base))
@@ -144,7 +158,8 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
 
 def check_references(slugs: Sequence[str], world_sizes: Sequence[int], *, device: str = "cpu",
                      size: str = "small", timed: bool = False, hardware: Optional[str] = None,
-                     json_path: Optional[Path] = None, limits: Limits = Limits(step_s=120.0)) -> bool:
+                     json_path: Optional[Path] = None, limits: Limits = Limits(step_s=120.0),
+                     chunk: int = 1000) -> bool:
     from .api import hardware_profile
     from .config import EvalConfig
 
@@ -156,8 +171,8 @@ def check_references(slugs: Sequence[str], world_sizes: Sequence[int], *, device
                                 device=device, hardware_profile=hardware)  # type: ignore[arg-type]
             profile = hardware_profile(config)
         started = time.monotonic()
-        rows = run_world(slugs, world_size, device=device, size=size, timed=timed, profile=profile, limits=limits)
-        print(format_rows(rows), flush=True)
+        rows = run_world(slugs, world_size, device=device, size=size, timed=timed, profile=profile,
+                         limits=limits, chunk=chunk, progress=True)
         print(f"[ws={world_size}] {len(rows)} problems in {time.monotonic() - started:.1f} s", flush=True)
         all_rows.extend(rows)
     if json_path:

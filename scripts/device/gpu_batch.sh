@@ -16,7 +16,7 @@ for stage in "$@"; do
       $PKB probe --device cuda --out "$OUT/profile-x$N.json" 2>&1 | tee "$OUT/probe-x$N.log" | tail -20
       mkdir -p hardware && cp "$OUT/profile-x$N.json" hardware/ ;;
     refs)
-      $PKB check-references --device cuda --size default --world-size "$N" --time \
+      $PKB check-references --device cuda --size default --world-size "$N" --time --chunk 20 \
         --json "$OUT/refs-x$N.json" 2>&1 | tee "$OUT/refs-x$N.log" ;;
     kernels)
       for pair in all-reduce:solutions/symm_mem/all_reduce_one_shot.py all-gather:solutions/symm_mem/all_gather_push.py \
