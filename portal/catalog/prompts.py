@@ -50,8 +50,10 @@ def _hardware_facts(hw: Hardware) -> list[str]:
         facts.append(f"Device memory copy: {hbm['read_plus_written_gbps']} GB/s read plus written.")
     roof = p.get("roofline") or {}
     if roof.get("link_gbps"):
+        tflops = roof.get("tflops") or {}
+        rates = ", ".join(f"{k} {v}" for k, v in tflops.items()) if isinstance(tflops, dict) else tflops
         facts.append(f"Roofline rates: link {roof['link_gbps']} GB/s per GPU per direction, HBM "
-                     f"{roof.get('hbm_gbps')} GB/s, {roof.get('tflops')} TFLOP/s.")
+                     f"{roof.get('hbm_gbps')} GB/s, TFLOP/s {rates}.")
     software = p.get("software") or {}
     if software:
         facts.append("Software: " + ", ".join(f"{k} {v}" for k, v in software.items() if v) + ".")
