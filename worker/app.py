@@ -18,6 +18,7 @@ def make_app(config: WorkerConfig | None = None) -> Celery:
         options = {"data_folder_in": f"{config.broker_dir}/queue",
                    "data_folder_out": f"{config.broker_dir}/queue",
                    "processed_folder": f"{config.broker_dir}/processed",
+                   "control_folder": f"{config.broker_dir}/control",
                    "store_processed": False}
     celery.conf.update(
         task_serializer="json", accept_content=["json"], result_backend=None,

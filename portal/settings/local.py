@@ -24,8 +24,9 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "data_folder_in": str(BROKER_DIR / "queue"),
         "data_folder_out": str(BROKER_DIR / "queue"),
         "processed_folder": str(BROKER_DIR / "processed"),
+        "control_folder": str(BROKER_DIR / "control"),
         "store_processed": False,
     }
-    for _sub in ("queue", "processed"):
+    for _sub in ("queue", "processed", "control"):
         os.makedirs(BROKER_DIR / _sub, exist_ok=True)
 os.makedirs(VAR_DIR, exist_ok=True)
