@@ -37,11 +37,13 @@ def compare_output(index: int, got: torch.Tensor, want: torch.Tensor, tol: Toler
         return _check(index, FailureClass.VALUE_MISMATCH if mismatched else None, got, want,
                       float(mismatched > 0), float(mismatched > 0), mismatched)
     got_flat, want_flat = got.reshape(-1), want.reshape(-1)
+    # 16-bit values and their differences are exact in float32; wider types need float64.
+    wide = torch.float64 if want.dtype in (torch.float32, torch.float64) else torch.float32
     max_abs = max_rel = 0.0
     mismatched = nonfinite = 0
     for start in range(0, want_flat.numel(), CHUNK):
-        g = got_flat[start:start + CHUNK].double()
-        w = want_flat[start:start + CHUNK].double()
+        g = got_flat[start:start + CHUNK].to(wide)
+        w = want_flat[start:start + CHUNK].to(wide)
         finite = torch.isfinite(w)
         # NaN/Inf where the reference has them too is a match; anywhere else it is not.
         same_special = (~finite) & ((g == w) | (torch.isnan(g) & torch.isnan(w)))

@@ -47,6 +47,10 @@ PROBLEM = Problem(
     reference=reference,
     make_inputs=make_inputs,
     sizes={"small": {"numel": 4096 + 17}, "default": {"numel": 32 * 2**20}},
-    tolerances=tolerances(bfloat16=(2e-2, 2e-2), float32=(1e-5, 1e-5)),
+    # NCCL's ring adds in bf16 hop by hop, so its sum carries up to world_size - 1 roundings of
+    # partial sums (|partial| ~ 4-8 here, one bf16 ulp = 1/32) while a kernel that accumulates in
+    # fp32 rounds once: they differ by 2 ulp near zero at 4 ranks (measured on H200, 2026-11-21).
+    # A wrong sum (a missing or doubled peer) is off by ~1 on most elements and still fails.
+    tolerances=tolerances(bfloat16=(2.5e-1, 2e-2), float32=(1e-5, 1e-5)),
     traffic=roofline,
 )

@@ -42,6 +42,9 @@ for stage in "$@"; do
         echo "walltime $label cache: $(python3 -c "print(round($end-$start,1))") s (whole pkb eval process)"
         tail -3 "$OUT/walltime-$label-x$N.log"
       done ;;
+    pack)
+      # The device tool brings back at most 8 files: pack every log and report into one.
+      (cd "$OUT" && tar czf "results-x$N.tgz" --exclude="results-x$N.tgz" . && find . -type f ! -name "results-x$N.tgz" -delete) ;;
     *) echo "unknown stage $stage" ;;
   esac
 done
