@@ -152,29 +152,31 @@ class TaskRunner:
         ctx = self.ctx
         ctx.channel.send(STEP, task=self.task["task"], step="timing started", timing=True)
         copies = self.input_copies(self.inputs(seed), cfg)
-        self.align()
+        flag = torch.zeros(1, device=ctx.device if ctx.device.type == "cuda" else "cpu")
+
+        def agreed_stop(stop: bool) -> bool:
+            # Rank 0 decides for everyone, and the all-reduce that carries its decision also
+            # aligns the ranks: every rank makes exactly the same number of calls.
+            flag.fill_(1.0 if (stop and ctx.rank == 0) else 0.0)
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=ctx.control_group)
+            synchronize(ctx.device)
+            return flag.item() > 0
+
         warm_start = _perf_counter()
         warmup = 0
-        while warmup < cfg["warmup_iterations"] or _perf_counter() - warm_start < cfg["warmup_time_s"]:
+        while not agreed_stop(warmup >= 10 * cfg["warmup_iterations"] + 50 or (
+                warmup >= cfg["warmup_iterations"] and _perf_counter() - warm_start >= cfg["warmup_time_s"])):
             self.call(copies[warmup % len(copies)])
             warmup += 1
-            if warmup >= 10 * cfg["warmup_iterations"] + 50:
-                break
         synchronize(ctx.device)
         times, walls, gaps = [], [], []
-        flag = torch.zeros(1, device=ctx.device if ctx.device.type == "cuda" else "cpu")
         started = _perf_counter()
         outputs: list[torch.Tensor] = []
         while True:
             elapsed = _perf_counter() - started
             n = len(times)
-            stop = n >= cfg["max_iterations"] or elapsed >= cfg["max_time_s"] or (
-                n >= cfg["min_iterations"] and elapsed >= cfg["min_time_s"])
-            # The stop flag travels with the aligning all-reduce: rank 0 decides for everyone.
-            flag.fill_(1.0 if (stop and ctx.rank == 0) else 0.0)
-            dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=ctx.control_group)
-            synchronize(ctx.device)
-            if flag.item() > 0:
+            if agreed_stop(n >= cfg["max_iterations"] or elapsed >= cfg["max_time_s"] or (
+                    n >= cfg["min_iterations"] and elapsed >= cfg["min_time_s"])):
                 break
             inputs = copies[n % len(copies)]
             wall_start = _perf_counter()
