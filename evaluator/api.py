@@ -244,8 +244,11 @@ class Evaluation:
         if candidate is not None and candidate.ready:
             software = dict(next(iter(candidate.ready.values())).get("software") or {})
         compile_s = None
-        if candidate is not None and candidate.ready:
-            values = [e.get("compile_s") for e in candidate.ready.values() if e.get("compile_s") is not None]
+        if candidate is not None:
+            # Builds can happen at import (before READY) or on the first call (before DONE);
+            # each event carries the rank's running total.
+            events = list(candidate.ready.values()) + list(candidate.done.values())
+            values = [e["compile_s"] for e in events if isinstance(e.get("compile_s"), (int, float))]
             compile_s = max(values) if values else None
         finished = _now()
         total = (datetime.datetime.fromisoformat(finished) - datetime.datetime.fromisoformat(self.started_at))
