@@ -9,7 +9,8 @@ import pytest
 from evaluator.api import evaluate
 from evaluator.config import EvalConfig, Limits
 
-SOLUTIONS = Path(__file__).parent / "solutions"
+# The deliberately broken candidates, shared with the docs and the GPU checks.
+SOLUTIONS = Path(__file__).resolve().parents[2] / "solutions" / "broken"
 # Short limits keep the deadlock tests quick; real evaluations use the defaults.
 TEST_LIMITS = Limits(startup_s=120.0, step_s=8.0, total_s=240.0)
 
@@ -18,7 +19,7 @@ TEST_LIMITS = Limits(startup_s=120.0, step_s=8.0, total_s=240.0)
 def run_eval() -> Callable[..., tuple[dict[str, Any], float]]:
     def run(solution: str, world_size: int = 2, **overrides: Any) -> tuple[dict[str, Any], float]:
         config = EvalConfig(problem=overrides.pop("problem", "all-reduce"),
-                            solution_path=SOLUTIONS / f"{solution}.py", world_size=world_size,
+                            solution_path=SOLUTIONS / f"cpu_{solution}.py", world_size=world_size,
                             device="cpu", size="small", trials=overrides.pop("trials", 5), seed=1,
                             limits=TEST_LIMITS, **overrides)
         started = time.monotonic()

@@ -14,7 +14,7 @@ SCHEMA = json.loads((Path(evaluator.__file__).parent / "report.schema.json").rea
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("solution", ["correct", "wrong_on_rank1", "syntax_error", "crash"])
+@pytest.mark.parametrize("solution", ["correct", "wrong_on_one_rank", "syntax_error", "crash"])
 def test_reports_validate_against_the_schema(run_eval, solution):
     report, _ = run_eval(solution, trials=2)
     jsonschema.validate(json.loads(json.dumps(report)), SCHEMA)

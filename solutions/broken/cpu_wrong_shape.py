@@ -1,4 +1,4 @@
-"""Returns half of the output."""
+"""BROKEN on purpose (all-reduce): Returns half of the output."""
 import torch.distributed as dist
 
 

@@ -1,0 +1,5 @@
+"""BROKEN on purpose (all-reduce): Defines the wrong name."""
+
+
+def solve(x, *, group):
+    return x

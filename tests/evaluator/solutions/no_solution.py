@@ -1,5 +1,0 @@
-"""Defines the wrong name."""
-
-
-def solve(x, *, group):
-    return x

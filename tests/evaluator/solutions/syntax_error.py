@@ -1,5 +1,0 @@
-"""Does not parse."""
-
-
-def solution(x, *, group)
-    return x
