@@ -38,7 +38,6 @@ class RankState:
     started: bool = False
     timing: bool = False  # inside the timed phase, which has a limit of its own
     finished: bool = False
-    steps: list[str] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)  # "task:step" of every completed step
     last_progress: float = field(default_factory=time.monotonic)
 
@@ -198,14 +197,12 @@ class SideRun:
             state.started = True
             self.ready[state.rank] = event
         elif kind == STEP:
-            state.steps.append(str(event.get("step")))
             state.labels.append(f"{event.get('task')}:{event.get('step')}")
             if isinstance(event.get("fingerprints"), list):
                 self.fingerprints[(int(event.get("task") or 0), str(event.get("step")), state.rank)] = \
                     event["fingerprints"]
             state.timing = bool(event.get("timing"))
         elif kind == TIMES:
-            state.steps.append("timing")
             state.timing = False
             self.times[(int(event.get("task") or 0), state.rank)] = event
             state.labels.append(f"{event.get('task')}:timing")
@@ -249,21 +246,32 @@ class SideRun:
         return _failure(failure_class, f"rank {rank} {how} {self._progress(rank)}", rank=rank,
                         stderr=self._stderr())
 
+    def _plan(self) -> list[tuple[str, str]]:
+        """(label, description) of every step a rank reports, in order."""
+        tasks = self.job["tasks"]
+        plan = []
+        for task in tasks:
+            where = f" of {task['problem']}" if len(tasks) > 1 else ""
+            for trial in task["trials"]:
+                plan.append((f"{task['task']}:trial {trial['index']}", f"trial {trial['index']}{where}"))
+            if task.get("timing"):
+                plan.append((f"{task['task']}:timing", f"timing{where}"))
+        return plan
+
     def _progress(self, rank: int) -> str:
         state = self.ranks[rank]
         if not state.started:
             return "during start-up (process group, import of the solution, compilation)"
-        if state.timing:
-            return "during timing"
-        plan = [f"trial {t['index']}" for task in self.job["tasks"] for t in task["trials"]]
-        done = [s for s in state.steps if s.startswith("trial")]
-        if len(done) < len(plan):
-            return f"in {plan[len(done)]}" + (f" (after {done[-1]})" if done else "")
-        return f"after {state.steps[-1]}" if state.steps else "after start-up"
+        plan = self._plan()
+        done = [label for label in state.labels if not label.endswith("timing started")]
+        if len(done) >= len(plan):
+            return "after its last step"
+        step = plan[len(done)][1]
+        return f"during {step}" if step.startswith("timing") else f"in {step}"
 
     def _deadlock(self, over_total: bool) -> Failure:
         stacks = self.dump_stacks()
-        progress = {s.rank: len(s.steps) + (1 if s.started else 0) for s in self.ranks if not s.finished}
+        progress = {s.rank: len(s.labels) + (1 if s.started else 0) for s in self.ranks if not s.finished}
         least = min(progress.values())
         stuck = sorted(rank for rank, n in progress.items() if n == least)
         ahead = sorted(set(range(len(self.ranks))) - set(stuck))
