@@ -27,7 +27,7 @@ from problems.spec import DTYPE_NAMES, Problem, _derive_seed, dtype_name
 from . import __version__
 from .compare import compare_outputs, describe
 from .config import EvalConfig, Limits
-from .launcher import SideResult, run_side
+from .launcher import ProgressHook, SideResult, run_side
 from .report import (SCHEMA_VERSION, Failure, FailureClass, RankCheck, Report, SideTiming,
                      Timing, Trial, WallTime)
 from .roofline import roofline
@@ -113,8 +113,9 @@ def hardware_profile(config: EvalConfig) -> Optional[dict[str, Any]]:
 
 
 class Evaluation:
-    def __init__(self, config: EvalConfig) -> None:
+    def __init__(self, config: EvalConfig, on_progress: Optional[ProgressHook] = None) -> None:
         self.config = config
+        self.on_progress = on_progress
         self.problem = problems.get(config.problem)
         self.dtype = resolve_dtype(self.problem, config.dtype)
         self.problem.check_setting(config.world_size, config.size, self.dtype)
@@ -162,11 +163,13 @@ class Evaluation:
         if static is not None:
             return self.report(static, [], None, None, None)
         with _workdir(self.config) as workdir:
-            candidate = run_side(self.job("candidate", workdir), workdir, self.config.limits, self.timing_limit())
+            candidate = run_side(self.job("candidate", workdir), workdir, self.config.limits, self.timing_limit(),
+                                 self.on_progress)
             if not candidate.ok:
                 return self.report(candidate.failure, [], None, candidate, None)
             hashes = _hash_outputs(workdir / "candidate")
-            reference = run_side(self.job("reference", workdir), workdir, self.config.limits, self.timing_limit())
+            reference = run_side(self.job("reference", workdir), workdir, self.config.limits, self.timing_limit(),
+                                 self.on_progress)
             if not reference.ok:
                 return self.report(reference.failure, [], None, candidate, reference)
             changed = [name for name, digest in _hash_outputs(workdir / "candidate").items()
@@ -290,9 +293,13 @@ def _hash_outputs(folder: Path) -> dict[str, str]:
     return digests
 
 
-def evaluate(config: EvalConfig) -> Report:
-    """Run one evaluation. Bad arguments raise ValueError; a bad candidate gives a failing report."""
-    return Evaluation(config).run()
+def evaluate(config: EvalConfig, on_progress: Optional[ProgressHook] = None) -> Report:
+    """Run one evaluation. Bad arguments raise ValueError; a bad candidate gives a failing report.
+
+    ``on_progress(side, {"event", "step", "task"})`` is called as rank 0 of each side reports
+    (``ready`` after import and builds, ``step`` per trial, ``times``, ``done``).
+    """
+    return Evaluation(config, on_progress).run()
 
 
 __all__ = ["EvalConfig", "Limits", "evaluate"]

@@ -26,6 +26,8 @@ def _add_eval(sub: Any) -> None:
     p.add_argument("--startup-timeout", type=float, default=Limits.startup_s)
     p.add_argument("--step-timeout", type=float, default=Limits.step_s)
     p.add_argument("--json", type=Path, default=None, help="write the report here")
+    p.add_argument("--progress", action="store_true",
+                   help="print one 'PKB-PROGRESS {json}' line to stderr per step (for workers)")
 
 
 def _add_problems(sub: Any) -> None:
@@ -64,12 +66,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
                         device=args.device, dtype=args.dtype, size=args.size, trials=args.trials,
                         seed=args.seed, timing=not args.no_timing, hardware_profile=args.hardware,
                         limits=Limits(startup_s=args.startup_timeout, step_s=args.step_timeout))
-    report = evaluate(config)
+    report = evaluate(config, _print_progress if args.progress else None)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=1))
     print(render_summary(report))
     return 0
+
+
+def _print_progress(side: str, event: dict[str, Any]) -> None:
+    print("PKB-PROGRESS " + json.dumps({"side": side, **event}), file=sys.stderr, flush=True)
 
 
 def render_summary(report: dict[str, Any]) -> str:

@@ -17,7 +17,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from .channel import DONE, ERROR, READY, STEP, TIMES, parse_lines
 from .config import Limits
@@ -99,8 +99,13 @@ def _signal_name(returncode: int) -> str:
         return f"signal {-returncode}"
 
 
+ProgressHook = Callable[[str, dict[str, Any]], None]
+
+
 class SideRun:
-    def __init__(self, job: dict[str, Any], workdir: Path, limits: Limits, timing_s: float) -> None:
+    def __init__(self, job: dict[str, Any], workdir: Path, limits: Limits, timing_s: float,
+                 on_progress: Optional[ProgressHook] = None) -> None:
+        self.on_progress = on_progress
         self.job = job
         self.side = job["side"]
         self.workdir = workdir
@@ -193,6 +198,8 @@ class SideRun:
     def _on_event(self, state: RankState, event: dict[str, Any]) -> None:
         kind = event.get("event")
         state.last_progress = time.monotonic()
+        if self.on_progress is not None and state.rank == 0 and kind in (READY, STEP, TIMES, DONE):
+            self.on_progress(self.side, {"event": kind, "step": event.get("step"), "task": event.get("task")})
         if kind == READY:
             state.started = True
             self.ready[state.rank] = event
@@ -319,5 +326,6 @@ class SideRun:
                 pass
 
 
-def run_side(job: dict[str, Any], workdir: Path, limits: Limits, timing_s: float) -> SideResult:
-    return SideRun(job, workdir, limits, timing_s).run()
+def run_side(job: dict[str, Any], workdir: Path, limits: Limits, timing_s: float,
+             on_progress: Optional[ProgressHook] = None) -> SideResult:
+    return SideRun(job, workdir, limits, timing_s, on_progress).run()

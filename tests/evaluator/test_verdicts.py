@@ -93,3 +93,18 @@ def test_the_evaluator_keeps_working_after_failures(run_eval):
     report, _ = run_eval("correct", world_size=4, trials=2)
     assert report["verdict"] == "pass", report["failure"]
     assert len(report["trials"][0]["ranks"]) == 4
+
+
+def test_it_reports_progress_in_order_for_both_sides(tmp_path):
+    from evaluator.api import evaluate
+    from evaluator.config import EvalConfig
+
+    from .conftest import SOLUTIONS, TEST_LIMITS
+
+    seen = []
+    evaluate(EvalConfig(problem="all-reduce", solution_path=SOLUTIONS / "cpu_correct.py", world_size=2,
+                        size="small", trials=2, seed=3, limits=TEST_LIMITS),
+             on_progress=lambda side, event: seen.append((side, event["event"], event["step"])))
+    expected = [("ready", None), ("step", "trial 0"), ("step", "trial 1"), ("step", "timing started"),
+                ("times", None), ("done", None)]
+    assert seen == [("candidate", *e) for e in expected] + [("reference", *e) for e in expected]
