@@ -20,6 +20,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from .timers import cuda_median_ms
+
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
                 "NVSHMEM_DISABLE_NVLS": "1"}
@@ -63,18 +65,7 @@ def _iterations(nbytes: int) -> tuple[int, int]:
 
 
 def _time_gpu(fn: Callable[[], Any], warmup: int, iters: int) -> float:
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    dist.barrier()
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-              for _ in range(iters)]
-    for start, end in events:
-        start.record()
-        fn()
-        end.record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) * 1e3 for s, e in events)
+    return cuda_median_ms(fn, warmup, iters, align=True) * 1e3
 
 
 def _time_cpu(fn: Callable[[], Any], warmup: int, iters: int) -> float:

@@ -21,6 +21,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from . import collectives, smi
+from .timers import cuda_median_ms
 
 SCHEMA_VERSION = "1.0"
 GPU_SIZES = [2**10, 2**16, 2**20, 2**24, 2**27, 2**29]
@@ -98,20 +99,6 @@ def _median_time(fn: Callable[[], Any], sync: Callable[[], None], reps: int,
 
 # ---------------------------------------------------------------------------- GPU
 
-def _cuda_median_ms(fn: Callable[[], Any], warmup: int, iters: int) -> float:
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-              for _ in range(iters)]
-    for start, end in events:
-        start.record()
-        fn()
-        end.record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in events)
-
-
 def gpu_info(count: int) -> dict[str, Any]:
     props = torch.cuda.get_device_properties(0)
     l2 = getattr(props, "L2_cache_size", 0)
@@ -124,7 +111,7 @@ def gpu_info(count: int) -> dict[str, Any]:
 def hbm_copy(nbytes: int = 2**30) -> dict[str, Any]:
     src = torch.randn(nbytes // 4, device="cuda:0")
     dst = torch.empty_like(src)
-    ms = _cuda_median_ms(lambda: dst.copy_(src), 3, 20)
+    ms = cuda_median_ms(lambda: dst.copy_(src), 3, 20)
     del src, dst
     return {"bytes": nbytes, "time_us": round(ms * 1e3, 1),
             "read_plus_written_gbps": round(2 * nbytes / ms / 1e6, 1),
@@ -142,7 +129,7 @@ def matmul_tflops(n: int = 8192) -> dict[str, Any]:
         for dtype, iters in ((torch.bfloat16, 20), (torch.float32, 5)):
             a = torch.randn(n, n, device="cuda:0").to(dtype)
             b = torch.randn(n, n, device="cuda:0").to(dtype)
-            ms = _cuda_median_ms(lambda: a @ b, 3, iters)
+            ms = cuda_median_ms(lambda: a @ b, 3, iters)
             result[str(dtype).removeprefix("torch.")] = round(2 * n**3 / ms / 1e9, 1)
             del a, b
     finally:

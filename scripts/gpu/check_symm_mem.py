@@ -16,7 +16,6 @@ import argparse
 import importlib.util
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -32,6 +31,8 @@ os.environ.update(NO_MULTICAST)
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
+
+from evaluator.hardware.timers import cuda_median_ms  # noqa: E402
 
 TEST_KERNEL = r"""
 extern "C" __global__ void scale_add(float* out, const float* x, float a, int n, long long tag) {
@@ -87,19 +88,7 @@ def input_numel(slug: str, total: int, world: int) -> int:
 
 
 def median_us(fn, warmup: int = 10, iters: int = 50) -> float:
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    dist.barrier()
-    torch.cuda.synchronize()
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-              for _ in range(iters)]
-    for start, end in events:
-        start.record()
-        fn()
-        end.record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) * 1e3 for s, e in events)
+    return cuda_median_ms(fn, warmup, iters, align=True) * 1e3
 
 
 def max_over_ranks(value: float) -> float:
