@@ -196,6 +196,8 @@ class SideRun:
         return max(self.timing_s, self.limits.step_s) if state.timing else self.limits.step_s
 
     def _on_event(self, state: RankState, event: dict[str, Any]) -> None:
+        # The pipe says which rank wrote, not the message: candidate code shares the process.
+        event["rank"] = state.rank
         kind = event.get("event")
         state.last_progress = time.monotonic()
         if self.on_progress is not None and state.rank == 0 and kind in (READY, STEP, TIMES, DONE):
