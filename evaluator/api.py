@@ -175,9 +175,9 @@ class Evaluation:
             changed = [name for name, digest in _hash_outputs(workdir / "candidate").items()
                        if hashes.get(name) != digest]
             if changed:
-                failure = _failure(FailureClass.TIMING_VIOLATION,
-                                   f"candidate output files changed after its ranks finished: {changed[:3]}")
-                return self.report(failure, [], None, candidate, reference)
+                tampered = _failure(FailureClass.TIMING_VIOLATION,
+                                    f"candidate output files changed after its ranks finished: {changed[:3]}")
+                return self.report(tampered, [], None, candidate, reference)
             trials, failure = self.judge(workdir)
             timing = None
             if failure is None and self.timing:

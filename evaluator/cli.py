@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from .config import EvalConfig, Limits
 
@@ -78,7 +78,7 @@ def _print_progress(side: str, event: dict[str, Any]) -> None:
     print("PKB-PROGRESS " + json.dumps({"side": side, **event}), file=sys.stderr, flush=True)
 
 
-def render_summary(report: dict[str, Any]) -> str:
+def render_summary(report: Mapping[str, Any]) -> str:
     s = report["setting"]
     lines = [f"{report['problem']['slug']}  world={s['world_size']} {s['device']}/{s['backend']} "
              f"{s['dtype']} size={s['size']}",

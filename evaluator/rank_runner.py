@@ -169,7 +169,9 @@ class TaskRunner:
             self.call(copies[warmup % len(copies)])
             warmup += 1
         synchronize(ctx.device)
-        times, walls, gaps = [], [], []
+        times: list[float] = []
+        walls: list[float] = []
+        gaps: list[float] = []
         started = _perf_counter()
         outputs: list[torch.Tensor] = []
         while True:

@@ -45,7 +45,10 @@ def get(slug: str) -> Problem:
 
 def source_text(problem: Problem) -> str:
     """The full text of the module that defines the problem (what the portal shows and versions)."""
-    return inspect.getsource(inspect.getmodule(problem.reference))
+    module = inspect.getmodule(problem.reference)
+    if module is None:
+        raise LookupError(f"cannot find the module that defines {problem.slug}")
+    return inspect.getsource(module)
 
 
 def version(problem: Problem) -> str:
