@@ -78,6 +78,7 @@ def test_it_reports_a_syntax_error_without_starting_ranks(run_eval):
     ("raises", "runtime_error", "rank 1 cannot handle this shape"),
     ("wrong_shape", "shape_mismatch", "has shape (2056,), expected (4113,)"),
     ("wrong_signature", "signature_mismatch", "keywords x, group"),
+    ("out_of_memory", "out_of_memory", "out of memory while running the solution"),
     ("import_error", "import_error", "pkb_module_that_does_not_exist"),
     ("no_solution", "missing_solution", "no top-level `solution`"),
 ])
@@ -108,3 +109,11 @@ def test_it_reports_progress_in_order_for_both_sides(tmp_path):
     expected = [("ready", None), ("step", "trial 0"), ("step", "trial 1"), ("step", "timing started"),
                 ("times", None), ("done", None)]
     assert seen == [("candidate", *e) for e in expected] + [("reference", *e) for e in expected]
+
+
+def test_it_catches_a_solution_that_stops_working_once_timing_starts(run_eval):
+    report, _ = run_eval("stale_cache")
+    failure = report["failure"]
+    assert failure["failure_class"] == "value_mismatch"
+    assert failure["trial"] == 5 and "a timed iteration" in failure["message"]
+    assert [t["passed"] for t in report["trials"]] == [True] * 5 + [False]
