@@ -13,9 +13,15 @@ BACKEND_NOTES = {
     "triton": "Write Triton kernels (triton.jit); peers' buffers are reachable through "
               "torch.distributed._symmetric_memory: symm_mem.empty, rendezvous(buf, group), "
               "handle.buffer_ptrs[peer].",
-    "cuda": "Write CUDA C++ compiled at import (torch.utils.cpp_extension.load_inline or NVRTC); "
-            "peers' buffers are reachable through torch.distributed._symmetric_memory "
-            "(handle.buffer_ptrs / buffer_ptrs_dev).",
+    "cuda": "Write CUDA C++ built through the evaluator's helper, which compiles once per "
+            "evaluation for all ranks and caches by source hash: `from evaluator.cuda import "
+            "compile_kernels, load_extension, peer_pointers`; `compile_kernels(src, [names])` "
+            "builds with NVRTC in well under a second and returns launchable kernels "
+            "(`kernel(*args, grid=..., block=...)`; tensors pass as pointers); `load_extension` "
+            "wraps torch's load_inline for C++ bindings (tens of seconds cold). Peers' buffers are "
+            "reachable through torch.distributed._symmetric_memory: symm_mem.empty, "
+            "rendezvous(buf, group), handle.buffer_ptrs / peer_pointers(handle), "
+            "handle.barrier(channel=...). NVLink multicast (multimem) is not available.",
 }
 
 
@@ -92,7 +98,8 @@ def build_prompt(version: ProblemVersion, hw: Hardware, backend: str) -> dict[st
               f"- Define `{version.signature}` with exactly the reference's parameters "
               "(called with keywords, process groups as keyword-only arguments).",
               "- Return fresh tensors (or the inputs the reference updates in place); outputs are "
-              "checked on every rank, on every timed call, with fresh random inputs.",
+              "checked on every rank in 5 trials with fresh secret seeds, and again on a timed "
+              "call chosen while timing runs. Inputs must be left unchanged.",
               "- No caching of results, no side streams escaping the timing, no fallbacks to the reference.",
               "", "## Reference", "```python", version.source_text.rstrip(), "```"]
     return {"problem": problem.slug, "version": version.version, "hardware": hw.slug,
