@@ -13,12 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from . import progress
 from .config import SAFE_GPU_ENV
+from .progress import Progress
 
 OUTPUT_TAIL = 20_000
-# Lines that mean the candidate is past import/compile and being run (a heuristic: the CLI
-# prints no structured progress).
-RUNNING_HINTS = ("trial", "correctness", "timing", "timed")
 
 
 @dataclass(frozen=True)
@@ -34,7 +33,7 @@ def command_for(job: dict[str, Any], eval_command: list[str], solution: Path, ou
     cmd = [*eval_command, "eval", "--problem", str(job["problem"]), "--solution", str(solution),
            "--world-size", str(int(job["world_size"])), "--device", str(job["device"]),
            "--size", str(job["size"]), "--trials", str(int(job.get("trials") or 5)),
-           "--json", str(out)]
+           "--json", str(out), "--progress"]
     if job.get("dtype"):
         cmd += ["--dtype", str(job["dtype"])]
     if job.get("hardware_profile"):
@@ -56,18 +55,20 @@ def _kill_session(proc: subprocess.Popen[bytes], grace_s: float = 3.0) -> None:
             continue
 
 
-def _pump(stream: Any, sink: list[str], on_running: Callable[[], None]) -> None:
-    seen_running = False
+def _pump(stream: Any, sink: list[str], tracker: progress.Tracker,
+          on_progress: Callable[[Progress], None]) -> None:
     for raw in iter(stream.readline, b""):
         line = raw.decode(errors="replace")
-        sink.append(line)
-        if not seen_running and any(h in line.lower() for h in RUNNING_HINTS):
-            seen_running = True
-            on_running()
+        event = progress.parse(line)
+        if event is None:
+            sink.append(line)  # progress lines stay out of the tail a failure shows
+        elif (step := tracker.feed(event)) is not None:
+            on_progress(step)
 
 
 def run(job: dict[str, Any], eval_command: list[str], timeout_s: float,
-        on_running: Callable[[], None] = lambda: None) -> RunResult:
+        on_progress: Callable[[Progress], None] = lambda _: None) -> RunResult:
+    """Runs `pkb eval --progress`; ``on_progress`` gets each step as rank 0 of a side reports."""
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f"pkb-{job['submission_id']}-") as tmp:
         solution, out = Path(tmp) / "solution.py", Path(tmp) / "report.json"
@@ -77,7 +78,9 @@ def run(job: dict[str, Any], eval_command: list[str], timeout_s: float,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 start_new_session=True)
         lines: list[str] = []
-        pump = threading.Thread(target=_pump, args=(proc.stdout, lines, on_running), daemon=True)
+        tracker = progress.Tracker(int(job.get("trials") or 5))
+        pump = threading.Thread(target=_pump, args=(proc.stdout, lines, tracker, on_progress),
+                                daemon=True)
         pump.start()
         timed_out = False
         try:

@@ -9,7 +9,7 @@ from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 
-from . import callback, runner
+from . import callback, progress, runner
 from .app import app
 from .config import WorkerConfig
 
@@ -32,16 +32,20 @@ def evaluate_job(job: dict[str, Any], config: WorkerConfig | None = None) -> str
     config = config or WorkerConfig()
     token, name = job["token"], _worker_name(config)
 
-    def status(value: str) -> None:
+    def status(value: str, step: str = "") -> None:
         try:
-            callback.post(_url(job, config, "status"), token, {"status": value, "worker": name},
-                          retries=1)
+            callback.post(_url(job, config, "status"), token,
+                          {"status": value, "step": step, "worker": name}, retries=1)
         except Exception as exc:  # status is advisory; the report is what counts
             log.warning("status %s for %s not delivered: %s", value, job["submission_id"], exc)
 
-    status("compiling")
+    status("compiling", "starting the evaluator")
     limit = min(float(job.get("timeout_s") or config.max_eval_s), float(config.max_eval_s))
-    result = runner.run(job, config.eval_command, limit, on_running=lambda: status("running"))
+    sender = progress.LatestSender(lambda p: status(p.status, p.step))
+    try:
+        result = runner.run(job, config.eval_command, limit, on_progress=sender.put)
+    finally:
+        sender.close()
     if result.report is not None:
         payload: dict[str, Any] = {"report": result.report, "worker": name}
         outcome = "report"

@@ -113,7 +113,7 @@ class SubmissionSerializer(serializers.ModelSerializer):
         model = Submission
         fields = ["id", "url", "user", "model", "provider", "attempt", "problem", "problem_version",
                   "hardware", "backend", "world_size", "size", "dtype", "origin", "status",
-                  "status_reason", "queue_position", "verdict", "failure_class", "speedup",
+                  "status_reason", "progress", "queue_position", "verdict", "failure_class", "speedup",
                   "candidate_ms", "reference_ms", "roofline_fraction", "created_at", "started_at",
                   "compiling_at", "running_at", "finished_at", "source_sha256"]
 
@@ -140,6 +140,8 @@ class SubmissionDetailSerializer(SubmissionSerializer):
 
 class WorkerStatusSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=["compiling", "running"])
+    step = serializers.CharField(max_length=200, required=False, allow_blank=True, default="",
+                                 help_text='the latest step, e.g. "candidate: trial 2 of 5"')
     worker = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
 
 

@@ -186,7 +186,18 @@ class ProblemLeaderboard(BaseView):
         board = boards.problem_board(version, _hardware(request.query_params.get("hardware")))
         return Response({"problem": slug, "version": version.version,
                          "hardware": board.hardware.slug, "baseline_ms": board.baseline_ms,
+                         "baseline": _baseline_json(board.baseline),
                          "rows": board.table.as_json()["rows"]})
+
+
+def _baseline_json(base: boards.Baseline | None) -> dict[str, Any] | None:
+    """How the baseline row was measured: beside a candidate, or the reference timed alone."""
+    if base is None:
+        return None
+    return {"basis": base.basis, "median_ms": base.median_ms, "p10_ms": base.p10_ms,
+            "p90_ms": base.p90_ms, "roofline_fraction": base.roofline_fraction,
+            "submission": base.submission, "source_file": base.source_file or None,
+            "date": base.date.isoformat() if base.date else None}
 
 
 class Compare(BaseView):

@@ -45,7 +45,8 @@ class WorkerStatus(WorkerView):
         form = WorkerStatusSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         try:
-            sub = record_status(pk, form.validated_data["status"], form.validated_data["worker"])
+            data = form.validated_data
+            sub = record_status(pk, data["status"], data["worker"], data["step"])
         except TransitionError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response({"status": sub.status})

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import Hardware, Problem, ProblemVersion
+from .models import Hardware, Problem, ProblemVersion, ReferenceTiming
 
 
 @admin.register(Problem)
@@ -20,3 +20,11 @@ class ProblemVersionAdmin(admin.ModelAdmin):
 @admin.register(Hardware)
 class HardwareAdmin(admin.ModelAdmin):
     list_display = ["slug", "name", "kind", "gpus", "world_size", "builtin", "retired"]
+
+
+@admin.register(ReferenceTiming)
+class ReferenceTimingAdmin(admin.ModelAdmin):
+    list_display = ["problem_version", "hardware", "world_size", "size", "median_ms",
+                    "roofline_fraction", "source_file", "measured_on"]
+    list_filter = ["hardware", "source_file"]
+    search_fields = ["problem_version__problem__slug"]

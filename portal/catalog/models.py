@@ -148,3 +148,42 @@ class Hardware(models.Model):
             return self.world_size
         fitting = [w for w in world_sizes if w <= max(self.world_size, 2)]
         return max(fitting) if fitting else None
+
+
+class ReferenceTiming(models.Model):
+    """The reference alone, timed by ``pkb check-references --time`` on one hardware.
+
+    Not a full evaluation: nothing was judged against a candidate in the same run. It is the
+    baseline of a problem's leaderboard only where no full evaluator report on that hardware
+    exists (a report times the reference beside its candidate, which is the fairer baseline).
+    """
+
+    KIND = "reference-only"
+
+    problem_version = models.ForeignKey(ProblemVersion, on_delete=models.CASCADE,
+                                        related_name="reference_timings")
+    hardware = models.ForeignKey(Hardware, on_delete=models.CASCADE,
+                                 related_name="reference_timings")
+    world_size = models.PositiveIntegerField()
+    size = models.CharField(max_length=20)
+    kind = models.CharField(max_length=30, default=KIND, editable=False,
+                            help_text="reference-only timing, not a full evaluation")
+    median_ms = models.FloatField()
+    p10_ms = models.FloatField(null=True, blank=True)
+    p90_ms = models.FloatField(null=True, blank=True)
+    roofline_ms = models.FloatField(null=True, blank=True)
+    roofline_bound = models.CharField(max_length=20, blank=True)
+    roofline_fraction = models.FloatField(null=True, blank=True)
+    source_file = models.CharField(max_length=300, help_text="the check-references JSON it came from")
+    command = models.CharField(max_length=300, blank=True)
+    measured_on = models.DateField(null=True, blank=True)
+    imported_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["problem_version", "hardware", "world_size", "size"],
+                                    name="unique_reference_timing"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.problem_version} on {self.hardware} ({self.world_size}, {self.size})"

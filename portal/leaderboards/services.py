@@ -6,7 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from portal.catalog.models import Hardware, Problem, ProblemVersion
+from portal.catalog.models import Hardware, Problem, ProblemVersion, ReferenceTiming
 from portal.lib.tables import Column, Table
 from portal.submissions.models import Submission
 
@@ -128,11 +128,45 @@ def comparison_charts(t: Track, ranked: list[ModelScore]) -> dict[str, Any]:
 
 
 @dataclass
+class Baseline:
+    """The reference's time on one problem and hardware, and how it was measured."""
+
+    median_ms: float
+    p10_ms: float | None
+    p90_ms: float | None
+    roofline_fraction: float | None
+    basis: str  # "evaluation" (timed beside a candidate) or "reference-only"
+    submission: int | None = None
+    date: Any = None
+    source_file: str = ""
+
+
+@dataclass
 class ProblemBoard:
     version: ProblemVersion
     hardware: Hardware
     table: Table
-    baseline_ms: float | None
+    baseline: Baseline | None
+
+    @property
+    def baseline_ms(self) -> float | None:
+        return self.baseline.median_ms if self.baseline else None
+
+
+def baseline(version: ProblemVersion, hardware: Hardware, world_size: int | None) -> Baseline | None:
+    """The latest full evaluation's reference timing; else a measured reference-only timing."""
+    latest = (Submission.objects.finished().filter(problem_version=version, reference_ms__isnull=False)
+              .on_track(hardware, world_size).order_by("-finished_at").first())
+    if latest is not None:
+        ref = ((latest.report or {}).get("timing") or {}).get("reference") or {}
+        return Baseline(latest.reference_ms, ref.get("p10_ms"), ref.get("p90_ms"),
+                        ref.get("roofline_fraction"), "evaluation", latest.pk, latest.finished_at)
+    timing = ReferenceTiming.objects.filter(problem_version=version, hardware=hardware,
+                                            world_size=world_size, size=hardware.size).first()
+    if timing is None:
+        return None
+    return Baseline(timing.median_ms, timing.p10_ms, timing.p90_ms, timing.roofline_fraction,
+                    ReferenceTiming.KIND, None, timing.measured_on, timing.source_file)
 
 
 def problem_board(version: ProblemVersion, hardware: Hardware) -> ProblemBoard:
@@ -144,26 +178,29 @@ def problem_board(version: ProblemVersion, hardware: Hardware) -> ProblemBoard:
     for sub in finished.filter(verdict="pass").order_by("-speedup", "finished_at"):
         if sub.model.name not in best:
             best[sub.model.name] = sub
-    latest = finished.filter(reference_ms__isnull=False).order_by("-finished_at").first()
+    base = baseline(version, hardware, world_size)
     columns = [Column("rank", "#", "int"), Column("model", "Model"),
                Column("speedup", "Speedup", "ratio"), Column("time_ms", "Median ms", "float"),
+               Column("p10_ms", "p10 ms", "float"), Column("p90_ms", "p90 ms", "float"),
                Column("roofline_fraction", "Roofline fraction", "pct"),
                Column("backend", "Backend"), Column("date", "Date", "date"),
                Column("submission", "Submission", "link")]
     rows: list[dict[str, Any]] = []
-    if latest:
-        ref_frac = (latest.report or {}).get("timing", {}) or {}
+    if base:
         rows.append({"rank": None, "model": "baseline: reference", "speedup": 1.0,
-                     "time_ms": latest.reference_ms, "backend": "nccl" if hardware.kind == "gpu" else "gloo",
-                     "roofline_fraction": (ref_frac.get("reference") or {}).get("roofline_fraction"),
-                     "date": latest.finished_at, "submission": latest.pk, "baseline": True})
+                     "time_ms": base.median_ms, "p10_ms": base.p10_ms, "p90_ms": base.p90_ms,
+                     "backend": "nccl" if hardware.kind == "gpu" else "gloo",
+                     "roofline_fraction": base.roofline_fraction, "date": base.date,
+                     "submission": base.submission, "baseline": True})
     ordered = sorted(best.values(), key=lambda s: -(s.speedup or 0))
     for rank, sub in enumerate(ordered, 1):
+        cand = ((sub.report or {}).get("timing") or {}).get("candidate") or {}
         rows.append({"rank": rank, "model": sub.model.name, "speedup": sub.speedup,
-                     "time_ms": sub.candidate_ms, "roofline_fraction": sub.roofline_fraction,
+                     "time_ms": sub.candidate_ms, "p10_ms": cand.get("p10_ms"),
+                     "p90_ms": cand.get("p90_ms"), "roofline_fraction": sub.roofline_fraction,
                      "backend": sub.backend, "date": sub.finished_at, "submission": sub.pk})
     table = Table("problem", f"{version.problem.slug} on {hardware.slug}", columns, rows)
-    return ProblemBoard(version, hardware, table, latest.reference_ms if latest else None)
+    return ProblemBoard(version, hardware, table, base)
 
 
 def default_hardware() -> Hardware | None:

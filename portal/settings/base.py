@@ -149,6 +149,7 @@ PKB_CALLBACK_BASE_URL = envstr("PKB_CALLBACK_BASE_URL", "http://127.0.0.1:8000")
 PKB_PROBLEMS_PACKAGE = envstr("PKB_PROBLEMS_PACKAGE", "problems")
 PKB_HARDWARE_DIR = Path(envstr("PKB_HARDWARE_DIR", str(BASE_DIR / "hardware")))
 PKB_RESULTS_DIR = Path(envstr("PKB_RESULTS_DIR", str(BASE_DIR / "docs" / "results")))
+PKB_MEASUREMENTS_DIR = Path(envstr("PKB_MEASUREMENTS_DIR", str(BASE_DIR / "docs" / "measurements")))
 PKB_LOCAL_HARDWARE = envstr("PKB_LOCAL_HARDWARE", "local-cpu")  # the builtin CPU/gloo profile
 
 # --- Celery (read by portal/celery.py under the CELERY_ prefix) -------------------------------

@@ -69,6 +69,8 @@ class Submission(models.Model):
 
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
     status_reason = models.TextField(blank=True)
+    progress = models.CharField(max_length=200, blank=True,
+                                help_text="the worker's latest step while pending")
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     compiling_at = models.DateTimeField(null=True, blank=True)

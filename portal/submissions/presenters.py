@@ -10,6 +10,7 @@ from .models import Submission
 def status_payload(sub: Submission) -> dict[str, Any]:
     return {
         "id": sub.pk, "status": sub.status, "status_reason": sub.status_reason,
+        "progress": sub.progress if sub.is_pending else "",
         "queue_position": sub.queue_position(), "verdict": sub.verdict,
         "failure_class": sub.failure_class, "speedup": sub.speedup,
         "created_at": sub.created_at.isoformat(),

@@ -23,7 +23,7 @@ class TransitionError(Exception):
     """A worker message that does not fit the submission's state (late, duplicate, unknown)."""
 
 
-def record_status(submission_id: int, status: str, worker: str = "") -> Submission:
+def record_status(submission_id: int, status: str, worker: str = "", step: str = "") -> Submission:
     if status not in WORKER_STATUSES:
         raise TransitionError(f"workers may report {sorted(WORKER_STATUSES)}, not {status!r}")
     with transaction.atomic():
@@ -31,7 +31,9 @@ def record_status(submission_id: int, status: str, worker: str = "") -> Submissi
         if sub.status not in PENDING:
             raise TransitionError(f"submission {sub.pk} is already {sub.status}")
         now = timezone.now()
-        sub.status = status
+        if not (status == Status.COMPILING and sub.status == Status.RUNNING):  # never back
+            sub.status = status
+        sub.progress = step[:200]
         sub.started_at = sub.started_at or now
         if status == Status.COMPILING:
             sub.compiling_at = sub.compiling_at or now
@@ -80,6 +82,7 @@ def record_report(submission_id: int, report: Mapping[str, Any], worker: str = "
         sub.finished_at = timezone.now()
         sub.worker = worker[:200] or sub.worker
         sub.token_hash = ""  # one report per submission: the secret is spent
+        sub.progress = ""
         sub.save()
     return sub
 
@@ -94,6 +97,7 @@ def record_failure(submission_id: int, reason: str, worker: str = "") -> Submiss
         sub.finished_at = timezone.now()
         sub.worker = worker[:200] or sub.worker
         sub.token_hash = ""
+        sub.progress = ""
         sub.save()
     return sub
 

@@ -1,14 +1,21 @@
 /* Charts for PKB pages: data comes from <script type="application/json"> blocks. */
 (function () {
   "use strict";
-  const layout = (extra) => Object.assign({ margin: { t: 30, r: 20, b: 60, l: 60 }, legend: { orientation: "h" } }, extra || {});
+  // plotly.js 3+ shows no axis title given as a bare string: it wants { text }.
+  const titled = (axis) => (axis && typeof axis.title === "string" ? Object.assign({}, axis, { title: { text: axis.title } }) : axis);
+  const layout = (extra) => {
+    const lay = Object.assign({ margin: { t: 30, r: 20, b: 60, l: 60 }, legend: { orientation: "h" } }, extra || {});
+    // automargin: long problem and category names get room instead of being cut off.
+    for (const key of ["xaxis", "yaxis"]) lay[key] = Object.assign({ automargin: true }, titled(lay[key]));
+    return lay;
+  };
   const config = { responsive: true, displaylogo: false };
   const data = (id) => { const el = document.getElementById(id); return el ? JSON.parse(el.textContent) : null; };
   const plot = (id, traces, lay) => { const el = document.getElementById(id); if (el && window.Plotly) Plotly.newPlot(el, traces, layout(lay), config); };
 
   function hardware() {
     const heat = data("data-heatmap");
-    if (heat) plot("chart-heatmap", [{ type: "heatmap", z: heat.z, x: heat.x, y: heat.y, colorscale: "Viridis", colorbar: { title: "GB/s" } }],
+    if (heat) plot("chart-heatmap", [{ type: "heatmap", z: heat.z, x: heat.x, y: heat.y, colorscale: "Viridis", colorbar: { title: { text: "GB/s" } } }],
       { xaxis: { title: "to" }, yaxis: { title: "from", autorange: "reversed" } });
     const curves = data("data-curves");
     if (curves) plot("chart-curves", Object.entries(curves.series).map(([op, s]) => ({ type: "scatter", mode: "lines+markers", name: op, x: s.x, y: s.y })),
@@ -28,14 +35,16 @@
     if (!d) return;
     plot("chart-fastp", Object.entries(d.fast_p.series).map(([m, y]) => ({ type: "scatter", mode: "lines", name: m, x: d.fast_p.p, y: y, line: { shape: "hv" } })),
       { xaxis: { title: "p (speedup threshold)" }, yaxis: { title: "fast_p", tickformat: ".0%", range: [0, 1] } });
+    // Only problems some model solved: a point-less axis of every problem squeezes the plot.
+    const solved = d.problems.filter((p) => Object.values(d.speedups).some((s) => s[p] != null));
     plot("chart-scatter", Object.entries(d.speedups).map(([m, s]) => ({ type: "scatter", mode: "markers", name: m, x: Object.keys(s), y: Object.values(s), marker: { size: 9 } })),
-      { xaxis: { title: "problem", categoryarray: d.problems, categoryorder: "array" }, yaxis: { title: "best correct speedup", type: "log" },
+      { xaxis: { title: "problem (solved by at least one model)", categoryarray: solved, categoryorder: "array" }, yaxis: { title: "best correct speedup", type: "log" },
         shapes: [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: 1, y1: 1, line: { dash: "dot", color: "#888" } }] });
     plot("chart-categories", Object.entries(d.categories).map(([m, c]) => ({ type: "bar", name: m, x: Object.keys(c), y: Object.values(c) })),
       { barmode: "group", yaxis: { title: "share faster than reference", tickformat: ".0%", range: [0, 1] } });
     const outcomes = Array.from(new Set(Object.values(d.failures).flatMap((f) => Object.keys(f))));
     plot("chart-failures", outcomes.map((o) => ({ type: "bar", name: o, x: Object.keys(d.failures), y: Object.values(d.failures).map((f) => f[o] || 0) })),
-      { barmode: "stack", yaxis: { title: "attempts" } });
+      { barmode: "stack", showlegend: true, yaxis: { title: "attempts" } });
   }
 
   function submission() {
@@ -50,6 +59,7 @@
       .then((r) => r.json()).then((s) => {
         document.getElementById("status").textContent = s.status;
         document.getElementById("queue").textContent = s.queue_position ? "· position " + s.queue_position + " in the queue" : "";
+        document.getElementById("progress").textContent = s.progress ? "· " + s.progress : "";
         if (s.done) window.location.reload(); else setTimeout(poll, 1500);
       }).catch(() => setTimeout(poll, 5000));
     setTimeout(poll, 1000);

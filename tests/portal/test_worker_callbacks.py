@@ -125,3 +125,17 @@ def test_reading_a_stuck_submission_reaps_it(anonymous_api: Any, job: Any, setti
     settings.PKB_QUEUE_TIMEOUT_S = 5
     Submission.objects.filter(pk=sub.pk).update(created_at=timezone.now() - timedelta(seconds=6))
     assert anonymous_api.get(f"/api/v1/submissions/{sub.pk}/").json()["status"] == "failed"
+
+
+def test_the_latest_step_shows_while_pending_and_clears_at_the_end(
+        anonymous_api: Any, job: Any, real_report: dict[str, Any]) -> None:
+    sub, token = job
+    post(anonymous_api, sub, "status", token, {"status": "running", "step": "candidate: trial 2 of 5"})
+    page = anonymous_api.get(f"/submissions/{sub.pk}/status.json").json()
+    assert (page["status"], page["progress"]) == ("running", "candidate: trial 2 of 5")
+    post(anonymous_api, sub, "status", token, {"status": "compiling", "step": "late"})
+    sub.refresh_from_db()
+    assert sub.status == "running"  # a late message never moves a job back
+    post(anonymous_api, sub, "report", token, {"report": real_report})
+    sub.refresh_from_db()
+    assert sub.progress == ""

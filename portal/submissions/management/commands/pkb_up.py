@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -19,6 +20,8 @@ from portal.catalog.models import Hardware
 from portal.submissions.importing import enqueue_baselines
 from portal.submissions.reporting import reap_stuck
 
+DEMO_USER, DEMO_PASSWORD = "demo", "demo-pkb-local"  # a local account; pkb_up is not production
+
 
 class Command(BaseCommand):
     help = "Start everything on this machine: database, seeded data, a CPU worker, the site."
@@ -33,12 +36,16 @@ class Command(BaseCommand):
         parser.add_argument("--no-demo-user", action="store_true")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        reach = "127.0.0.1" if options["host"] in ("0.0.0.0", "::") else options["host"]
+        base = f"http://{reach}:{options['port']}"
+        login = "" if options["no_demo_user"] else f"log in as {DEMO_USER} / {DEMO_PASSWORD} (local only)"
+        self._banner(f"PKB Portal: starting on {base}/", login,
+                     "migrating and seeding first (a minute on a fresh clone)")
         call_command("migrate", verbosity=0, interactive=False)
         call_command("seed")
         local = self._local_hardware()
         if not options["no_demo_user"]:
             self._demo_user()
-        base = f"http://{'127.0.0.1' if options['host'] in ('0.0.0.0', '::') else options['host']}:{options['port']}"
         children = [self._server(options["host"], options["port"])]
         if not options["no_worker"] and local is not None:
             children.append(self._worker(local, base))
@@ -46,8 +53,26 @@ class Command(BaseCommand):
                 queued = enqueue_baselines(local)
                 self.stdout.write(f"queued {len(queued)} reference runs on {local.slug}")
         threading.Thread(target=self._reaper, daemon=True).start()
-        self.stdout.write(self.style.SUCCESS(f"PKB Portal on {base}/  (Ctrl-C stops everything)"))
+        threading.Thread(target=self._announce, args=(reach, options["port"], base, login),
+                         daemon=True).start()
         self._wait(children)
+
+    def _banner(self, *lines: str) -> None:
+        shown = [line for line in lines if line]
+        rule = "=" * max(len(line) for line in shown)
+        self.stdout.write(self.style.SUCCESS("\n".join([rule, *shown, rule])))
+
+    def _announce(self, host: str, port: int, base: str, login: str) -> None:
+        """Say where the site is once it answers, after the server's and worker's own banners."""
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection((host, port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.5)
+        time.sleep(2)  # let Celery's start-up banner go by first
+        self._banner(f"PKB Portal is up: {base}/", login, "Ctrl-C stops the site and the worker")
 
     def _local_hardware(self) -> Hardware | None:
         wanted = settings.PKB_LOCAL_HARDWARE
@@ -56,9 +81,8 @@ class Command(BaseCommand):
 
     def _demo_user(self) -> None:
         User = get_user_model()
-        if not User.objects.filter(username="demo").exists():
-            User.objects.create_user("demo", password="demo-pkb-local")
-        self.stdout.write("log in as demo / demo-pkb-local (local only), or sign up")
+        if not User.objects.filter(username=DEMO_USER).exists():
+            User.objects.create_user(DEMO_USER, password=DEMO_PASSWORD)
 
     def _server(self, host: str, port: int) -> subprocess.Popen[bytes]:
         return subprocess.Popen([sys.executable, "manage.py", "runserver", f"{host}:{port}",

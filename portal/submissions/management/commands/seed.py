@@ -6,14 +6,16 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 from portal.catalog.models import Hardware
+from portal.catalog.reference_timings import import_timings
 from portal.catalog.services import load_catalog
 from portal.submissions.importing import enqueue_baselines, import_results
 from portal.submissions.reporting import reap_stuck
 
 
 class Command(BaseCommand):
-    help = ("Load problems and hardware, import committed reports from docs/results, and "
-            "optionally queue real reference runs on a hardware profile. Idempotent.")
+    help = ("Load problems and hardware, import committed reports from docs/results and "
+            "measured reference timings from docs/measurements, and optionally queue real "
+            "reference runs on a hardware profile. Idempotent.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--baselines", metavar="HARDWARE", default="",
@@ -27,7 +29,11 @@ class Command(BaseCommand):
         imported = import_results(settings.PKB_RESULTS_DIR, settings.BASE_DIR)
         self.stdout.write(f"reports: {len(imported.imported)} imported, "
                           f"{len(imported.skipped)} already there")
-        for error in loaded.errors + imported.errors:
+        timings = import_timings(settings.PKB_MEASUREMENTS_DIR)
+        self.stdout.write(f"reference timings: {len(timings.created)} new, {len(timings.updated)} "
+                          f"replaced, {len(timings.unchanged)} unchanged, {len(timings.not_ok)} "
+                          "not timed (failed runs are not baselines)")
+        for error in loaded.errors + imported.errors + timings.errors:
             self.stderr.write(f"error: {error}")
         reaped = reap_stuck()
         if reaped:

@@ -1,0 +1,102 @@
+"""The worker reads `pkb eval --progress`: compiling until the candidate is ready, then running."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from worker import progress, runner, tasks
+from worker.config import WorkerConfig
+
+# Stands in for `pkb eval`: prints progress as the evaluator does (stderr), then a report.
+FAKE_EVAL = r'''
+import json, sys
+args = sys.argv[1:]
+out = args[args.index("--json") + 1]
+assert "--progress" in args
+def say(side, event, step=None):
+    print("PKB-PROGRESS " + json.dumps({"side": side, "event": event, "step": step, "task": 0}),
+          file=sys.stderr, flush=True)
+print("building the kernel", flush=True)
+for side in ("candidate", "reference"):
+    say(side, "ready")
+    say(side, "step", "trial 0")
+    say(side, "step", "trial 1")
+    say(side, "step", "timing started")
+    say(side, "times")
+    say(side, "done")
+json.dump({"verdict": "pass"}, open(out, "w"))
+'''
+
+
+@pytest.fixture
+def fake_eval(tmp_path: Path) -> list[str]:
+    script = tmp_path / "fake_eval.py"
+    script.write_text(FAKE_EVAL)
+    return [sys.executable, str(script)]
+
+
+def job(**extra: Any) -> dict[str, Any]:
+    return {"submission_id": 7, "problem": "all-reduce", "source": "solution = None\n",
+            "world_size": 2, "device": "cpu", "size": "small", "trials": 2, "token": "t",
+            "callback_url": "http://portal.invalid/api/v1/worker/submissions/7/", **extra}
+
+
+def test_a_progress_line_is_parsed_and_others_are_not() -> None:
+    line = 'PKB-PROGRESS {"side": "candidate", "event": "step", "step": "trial 0", "task": 0}\n'
+    assert progress.parse(line) == {"side": "candidate", "event": "step", "step": "trial 0", "task": 0}
+    assert progress.parse("trial 0 passed\n") is None
+    assert progress.parse("PKB-PROGRESS {not json\n") is None
+
+
+def test_steps_read_as_sentences() -> None:
+    tracker = progress.Tracker(trials=5)
+    assert tracker.feed({"side": "candidate", "event": "step", "step": "trial 2"}) == \
+        progress.Progress("compiling", "candidate: trial 3 of 5")
+    assert tracker.feed({"side": "candidate", "event": "ready"}) == \
+        progress.Progress("running", "candidate: started")
+    assert tracker.feed({"side": "reference", "event": "step", "step": "timing started"}) == \
+        progress.Progress("running", "reference: timing")
+    assert tracker.feed({"side": "reference", "event": "times"}) is None
+
+
+def test_the_runner_reports_each_step_and_keeps_them_out_of_the_output(fake_eval: list[str]) -> None:
+    seen: list[progress.Progress] = []
+    result = runner.run(job(), fake_eval, 60, on_progress=seen.append)
+    assert result.report == {"verdict": "pass"}
+    assert seen[0] == progress.Progress("running", "candidate: started")
+    assert [p.step for p in seen][1:5] == ["candidate: trial 1 of 2", "candidate: trial 2 of 2",
+                                           "candidate: timing", "candidate: done"]
+    assert seen[-1] == progress.Progress("running", "reference: done")
+    assert "building the kernel" in result.output_tail and "PKB-PROGRESS" not in result.output_tail
+
+
+def test_the_job_is_compiling_until_the_candidate_is_ready(fake_eval: list[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    posts: list[tuple[str, dict[str, Any]]] = []
+    monkeypatch.setattr(tasks.callback, "post",
+                        lambda url, token, body, **kw: posts.append((url.rsplit("/", 2)[-2], body)) or {})
+    config = WorkerConfig(eval_command=fake_eval, portal_url="", name="w1")
+    assert tasks.evaluate_job(job(), config) == "report"
+    statuses = [(body["status"], body["step"]) for what, body in posts if what == "status"]
+    assert statuses[0] == ("compiling", "starting the evaluator")
+    assert statuses[1][0] == "running" and statuses[-1] == ("running", "reference: done")
+    assert posts[-1][0] == "report" and posts[-1][1]["report"] == {"verdict": "pass"}
+
+
+def test_an_evaluator_that_dies_before_ready_never_says_running(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    script = tmp_path / "crash.py"
+    script.write_text("import sys\nprint('ImportError: no module named triton', file=sys.stderr)\n"
+                      "sys.exit(3)\n")
+    posts: list[dict[str, Any]] = []
+    monkeypatch.setattr(tasks.callback, "post", lambda url, token, body, **kw: posts.append(body) or {})
+    config = WorkerConfig(eval_command=[sys.executable, str(script)], portal_url="", name="w1")
+    assert tasks.evaluate_job(job(), config) == "no-report"
+    assert [p.get("status") for p in posts[:-1]] == ["compiling"]
+    assert "no module named triton" in posts[-1]["output"] and "code 3" in posts[-1]["error"]
+    assert json.dumps(posts[-1])  # plain JSON for the portal

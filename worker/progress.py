@@ -1,0 +1,99 @@
+"""What `pkb eval --progress` says, turned into the submission's status and a readable step.
+
+The evaluator prints ``PKB-PROGRESS {"side", "event", "step", "task"}`` to stderr as rank 0 of
+each side reports. Until the candidate's ``ready`` (its import and CUDA builds are done) the job
+is ``compiling``; from then on it is ``running``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable
+
+PREFIX = "PKB-PROGRESS "
+
+
+@dataclass(frozen=True)
+class Progress:
+    status: str  # "compiling" or "running"
+    step: str  # e.g. "candidate: trial 2 of 5", "reference: timing"
+
+
+def parse(line: str) -> dict[str, Any] | None:
+    """The event of one output line, or None when the line is not a progress line."""
+    if not line.startswith(PREFIX):
+        return None
+    try:
+        event = json.loads(line[len(PREFIX):])
+    except ValueError:
+        return None
+    return event if isinstance(event, dict) and event.get("side") in ("candidate", "reference") else None
+
+
+def describe(event: dict[str, Any], trials: int) -> str | None:
+    """A short step for people, or None for events that change nothing visible."""
+    side, kind, step = event["side"], event.get("event"), str(event.get("step") or "")
+    if kind == "ready":
+        return f"{side}: started"
+    if kind == "done":
+        return f"{side}: done"
+    if kind == "step" and step.startswith("trial "):
+        index = step.removeprefix("trial ")
+        return f"{side}: trial {int(index) + 1} of {trials}" if index.isdigit() else f"{side}: {step}"
+    if kind == "step" and step == "timing started":
+        return f"{side}: timing"
+    return None
+
+
+class Tracker:
+    """Folds events into the latest Progress; `compiling` until the candidate is ready."""
+
+    def __init__(self, trials: int) -> None:
+        self.trials = trials
+        self.status = "compiling"
+
+    def feed(self, event: dict[str, Any]) -> Progress | None:
+        if event["side"] == "candidate" and event.get("event") == "ready":
+            self.status = "running"
+        step = describe(event, self.trials)
+        return Progress(self.status, step) if step else None
+
+
+class LatestSender:
+    """Sends progress from its own thread, newest first: a slow portal never stalls the
+    evaluator's output pipe, and steps that arrive while a post is in flight are coalesced."""
+
+    def __init__(self, send: Callable[[Progress], None]) -> None:
+        self._send = send
+        self._latest: Progress | None = None
+        self._sent: Progress | None = None
+        self._wake = threading.Condition()
+        self._closed = False
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def put(self, progress: Progress) -> None:
+        with self._wake:
+            self._latest = progress
+            self._wake.notify()
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Deliver what is pending, then stop (the report follows right after)."""
+        with self._wake:
+            self._closed = True
+            self._wake.notify()
+        self._thread.join(timeout=timeout_s)
+
+    def _loop(self) -> None:
+        while True:
+            with self._wake:
+                while self._latest == self._sent and not self._closed:
+                    self._wake.wait()
+                if self._latest == self._sent:
+                    return
+                progress = self._latest
+            if progress is not None:
+                self._send(progress)
+            self._sent = progress
