@@ -2,18 +2,21 @@
 
 ``docs/results/**/*.json`` may hold one report, a list of reports, or ``{"model": ...,
 "provider": ..., "reports": [...]}``; a report may also carry ``model``/``source`` keys. The
-solution's source is taken from the file (``source``/``solution_source``) or a sibling ``.py``
-with the same stem; otherwise the submission says that the source was not committed.
+solution's source is taken from the file (``source``/``solution_source``), from ``source_path``
+(a file in the repository whose sha256 matches the report's), or from a sibling ``.py`` with the
+same stem; otherwise the submission says that the source was not committed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
@@ -70,10 +73,19 @@ def _source_of(path: Path, report: dict[str, Any], meta: dict[str, Any]) -> str:
         text = report.get(key) or meta.get(key)
         if isinstance(text, str) and text.strip():
             return text
+    sha = (report.get("solution") or {}).get("sha256", "?")
+    # A committed solution file, named relative to the repository, as long as it is still the
+    # exact file that was evaluated.
+    source_path = report.get("source_path") or meta.get("source_path")
+    if isinstance(source_path, str):
+        candidate = (settings.BASE_DIR / source_path).resolve()
+        if candidate.is_relative_to(settings.BASE_DIR) and candidate.is_file():
+            data = candidate.read_bytes()
+            if hashlib.sha256(data).hexdigest() == sha:
+                return data.decode(errors="replace")
     sibling = path.with_suffix(".py")
     if sibling.exists():
         return sibling.read_text(errors="replace")
-    sha = (report.get("solution") or {}).get("sha256", "?")
     return f"# The source of this solution was not committed with its report (sha256 {sha}).\n"
 
 
