@@ -17,7 +17,7 @@ from evaluator.config import Limits
 from evaluator.launcher import run_side
 from problems.spec import dtype_name
 
-from .oracles import WORLD, Inputs, all_oracles
+from .oracles import WORLD, Inputs, all_oracles, all_skipped
 
 pytestmark = pytest.mark.slow
 SEED = 5
@@ -69,3 +69,11 @@ def test_the_reference_matches_the_single_process_math(slug, reference_outputs):
                 continue
             torch.testing.assert_close(got.double(), want.double(), atol=tol, rtol=tol,
                                        msg=lambda m: f"rank {rank} output {index}: {m}")
+
+
+def test_every_problem_has_an_oracle_or_a_stated_reason():
+    skipped = all_skipped()
+    assert not set(skipped) & set(ORACLES), "a problem is both checked and skipped"
+    assert all(len(why.split()) >= 8 for why in skipped.values()), "say why in a sentence"
+    missing = sorted(p.slug for p in problems.all_problems() if p.slug not in ORACLES and p.slug not in skipped)
+    assert not missing, f"no oracle and no reason for: {missing}"

@@ -29,11 +29,19 @@ def xs(inputs: Inputs, name: str = "x") -> list[torch.Tensor]:
     return [i[name] for i in inputs]
 
 
+def _modules() -> list[object]:
+    return [importlib.import_module(f"{__name__}.{info.name}") for info in pkgutil.iter_modules(__path__)]
+
+
 def all_oracles() -> dict[str, tuple[Oracle, float]]:
     found: dict[str, tuple[Oracle, float]] = {}
-    for info in pkgutil.iter_modules(__path__):
-        module = importlib.import_module(f"{__name__}.{info.name}")
+    for module in _modules():
         for slug, entry in getattr(module, "ORACLES", {}).items():
             assert slug not in found, f"two oracles for {slug}"
             found[slug] = entry
     return found
+
+
+def all_skipped() -> dict[str, str]:
+    """Problems without an oracle, each with the reason."""
+    return {slug: why for module in _modules() for slug, why in getattr(module, "SKIPPED", {}).items()}
