@@ -102,14 +102,13 @@ def _failure(failure_class: FailureClass, message: str, **extra: Any) -> Failure
     return failure
 
 
-def hardware_profile(config: EvalConfig) -> Optional[dict[str, Any]]:
-    try:
-        from .hardware import profiles
-    except ImportError:
-        return None
-    if config.hardware_profile:
-        return profiles.get_profile(config.hardware_profile)
-    return profiles.default_profile(config.device, config.world_size)
+def hardware_profile(device: str, world_size: int, profile_id: Optional[str] = None) -> Optional[dict[str, Any]]:
+    """The named profile, else the committed one closest to this device and world size."""
+    from .hardware import profiles
+
+    if profile_id:
+        return profiles.get_profile(profile_id)
+    return profiles.default_profile(device, world_size)
 
 
 class Evaluation:
@@ -127,7 +126,8 @@ class Evaluation:
         self.seeds = [_derive_seed(base, "trial", i) % 2**31 for i in range(config.trials)]
         self.timing_seed = _derive_seed(base, "timing") % 2**31
         self.timing = config.resolved_timing() if config.timing else None
-        self.profile = hardware_profile(config) if config.timing else None
+        self.profile = (hardware_profile(config.device, config.world_size, config.hardware_profile)
+                        if config.timing else None)
         self.started_at = _now()
 
     def job(self, side: str, workdir: Path) -> dict[str, Any]:

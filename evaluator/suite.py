@@ -161,15 +161,10 @@ def check_references(slugs: Sequence[str], world_sizes: Sequence[int], *, device
                      json_path: Optional[Path] = None, limits: Limits = Limits(step_s=120.0),
                      chunk: int = 1000) -> bool:
     from .api import hardware_profile
-    from .config import EvalConfig
 
     all_rows = []
     for world_size in world_sizes:
-        profile = None
-        if timed:
-            config = EvalConfig(problem="", solution_path=Path("."), world_size=world_size,
-                                device=device, hardware_profile=hardware)  # type: ignore[arg-type]
-            profile = hardware_profile(config)
+        profile = hardware_profile(device, world_size, hardware) if timed else None
         started = time.monotonic()
         rows = run_world(slugs, world_size, device=device, size=size, timed=timed, profile=profile,
                          limits=limits, chunk=chunk, progress=True)
