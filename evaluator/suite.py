@@ -128,7 +128,7 @@ def _run_tasks(tasks: list[dict[str, Any]], by_task: dict[int, Problem], world_s
 def _row(problem: Problem, task: dict[str, Any], world_size: int, result: Any,
          profile: Optional[dict[str, Any]], size: str) -> dict[str, Any]:
     problem_error = _judge(result, task["task"], world_size, len(task["trials"]))
-    row: dict[str, Any] = {"slug": problem.slug, "world_size": world_size,
+    row: dict[str, Any] = {"slug": problem.slug, "version": problems.version(problem), "world_size": world_size,
                            "status": "FAIL" if problem_error else "ok", "message": problem_error or ""}
     if task["timing"]:
         events = [result.times[(task["task"], r)] for r in range(world_size)]

@@ -4,8 +4,9 @@ A manifest, ``reference-timings.json`` in the measurements folder, says which fi
 which hardware profile, world size and size preset (the files themselves do not name the
 machine). Files of one run are listed oldest first; as in ``scripts/device/render_refs.py`` a
 later file's row replaces an earlier one's for the same problem. Only rows with status ``ok``
-and a median are stored. Each timing is tied to the problem version current when it is first
-imported; a later seed never moves it onto a newer version (that version was not measured).
+and a median are stored. A row names the problem version it measured (``version``) and is tied
+to it; rows of older files without one are tied to the version current at their first import,
+and a later seed never moves a timing onto a newer version (that version was not measured).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from django.db import transaction
 
-from .models import Hardware, Problem, ReferenceTiming
+from .models import Hardware, Problem, ProblemVersion, ReferenceTiming
 
 MANIFEST = "reference-timings.json"
 VALUES = ("median_ms", "p10_ms", "p90_ms", "roofline_ms", "roofline_bound", "roofline_fraction")
@@ -117,9 +118,17 @@ def _import_row(slug: str, row: dict[str, Any], run: Run, hardware: Hardware, di
     if same_file is not None and all(getattr(same_file, k) == v for k, v in values.items()):
         result.unchanged.append(label)
         return
-    # Already imported from this file: it stays on the version it was tied to. A newer file is
-    # a new measurement: it belongs to the version current now.
-    version = same_file.problem_version if same_file else problem.current_version()
+    # A row that names the version it measured is tied to that version (and skipped when that
+    # version is not loaded: the problem changed since). Older files name none: already imported,
+    # the timing stays where it was; new, it belongs to the version current now.
+    if row.get("version"):
+        version = ProblemVersion.objects.filter(problem=problem, version=row["version"]).first()
+        if version is None:
+            result.not_ok.append(f"{label}: measured version {row['version']} is not loaded "
+                                 "(the problem changed since it was timed)")
+            return
+    else:
+        version = same_file.problem_version if same_file else problem.current_version()
     if version is None:
         result.errors.append(f"{label}: the problem has no loaded version")
         return
