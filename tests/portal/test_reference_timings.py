@@ -138,3 +138,17 @@ def test_the_committed_h200_measurements_import(all_reduce: Any, h200: Hardware,
     assert timing.source_file == "docs/measurements/refs-x4-2026-11-21.json"
     # Only all-reduce is loaded here: every other row names a problem this database lacks.
     assert all("unknown problem" in e for e in result.errors) and len(result.errors) == 116
+
+
+def test_a_row_is_tied_to_the_version_it_measured(all_reduce: Any, h200: Hardware, tmp_path: Path) -> None:
+    current = all_reduce.current_version()
+    result = import_timings(write_run(tmp_path, {"refs.json": [{**ok_row(), "version": current.version}]}))
+    assert len(result.created) == 1
+    assert ReferenceTiming.objects.get().problem_version == current
+
+
+def test_a_row_of_a_version_that_is_not_loaded_makes_no_baseline(all_reduce: Any, h200: Hardware,
+                                                                 tmp_path: Path) -> None:
+    result = import_timings(write_run(tmp_path, {"refs.json": [{**ok_row(), "version": "0123456789abcdef"}]}))
+    assert not result.created and not ReferenceTiming.objects.exists()
+    assert "measured version 0123456789abcdef is not loaded" in result.not_ok[0]
