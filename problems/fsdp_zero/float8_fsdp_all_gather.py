@@ -25,10 +25,11 @@ def reference(wq: torch.Tensor, wk: torch.Tensor, wv: torch.Tensor, wo: torch.Te
     world = dist.get_world_size(group)
     shards = [wq, wk, wv, wo, w1, w3, w2]
     # precompute_float8_dynamic_scale_for_fsdp: the global amax of every weight in one
-    # all-reduce (MAX), then scale = fp8_max / amax, in fp32.
+    # all-reduce (MAX), then scale = fp8_max / amax, correctly rounded to fp32 (torchao divides
+    # in fp64; `float / fp32 tensor` in eager PyTorch is reciprocal-then-multiply, 1 ulp off).
     amax = torch.stack([s.abs().max().float() for s in shards])
     dist.all_reduce(amax, op=dist.ReduceOp.MAX, group=group)
-    scales = E4M3_MAX / amax.clamp(min=AMAX_EPS)
+    scales = (E4M3_MAX / amax.double().clamp(min=AMAX_EPS)).float()
     # fsdp_pre_all_gather: scale in fp32, saturate, cast to e4m3; the bytes travel as uint8.
     fp8 = [(s.float() * scales[i]).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
            for i, s in enumerate(shards)]
