@@ -44,6 +44,9 @@ def main(paths: list[str]) -> None:
           "passed and replaces their rows below.\n")
     print(f"Result: {ok} of {len(rows)} references ran and were timed. Sources: "
           + ", ".join(f"`docs/measurements/{Path(s).name}`" for s in sources) + ".\n")
+    print("† The problem module changed after this run (its `version` in the measurement file is not the "
+          "current one), so the row times the earlier reference; the portal shows no baseline for it "
+          "until it is timed again.\n")
     print("| id | problem | categories | median ms | p10-p90 ms | roofline ms | bound | roofline fraction |")
     print("|---|---|---|---|---|---|---|---|")
     by_slug = {p.slug: p for p in problems.all_problems()}
@@ -51,10 +54,12 @@ def main(paths: list[str]) -> None:
         p = by_slug.get(slug)
         cats = ", ".join(p.categories) if p else ""
         pid = p.id if p else ""
+        stale = p is not None and r.get("version") not in (None, problems.version(p))
+        slug_cell = f"{slug} (earlier version †)" if stale else slug
         if r["status"] != "ok":
-            print(f"| {pid} | {slug} | {cats} | {r['status']}: {r['message']} | | | | |")
+            print(f"| {pid} | {slug_cell} | {cats} | {r['status']}: {r['message']} | | | | |")
             continue
-        print(f"| {pid} | {slug} | {cats} | {r['median_ms']:.4f} | {r['p10_ms']:.4f}-{r['p90_ms']:.4f} | "
+        print(f"| {pid} | {slug_cell} | {cats} | {r['median_ms']:.4f} | {r['p10_ms']:.4f}-{r['p90_ms']:.4f} | "
               f"{r['roofline_ms']:.4f} | {r['roofline_bound']} | {r['roofline_fraction']:.1%} |")
 
 
