@@ -175,7 +175,7 @@ class Evaluation:
             changed = [name for name, digest in _hash_outputs(workdir / "candidate").items()
                        if hashes.get(name) != digest]
             if changed:
-                tampered = _failure(FailureClass.TIMING_VIOLATION,
+                tampered = _failure(FailureClass.PROTOCOL_VIOLATION,
                                     f"candidate output files changed after its ranks finished: {changed[:3]}")
                 return self.report(tampered, [], None, candidate, reference)
             trials, failure = self.judge(workdir)
@@ -195,8 +195,14 @@ class Evaluation:
             ranks: list[RankCheck] = []
             for rank in range(self.config.world_size):
                 name = f"task0_{label}_rank{rank}.pt"
-                got = torch.load(workdir / "candidate" / name, weights_only=True)
                 want = torch.load(workdir / "reference" / name, weights_only=True)
+                got = _load_candidate_outputs(workdir / "candidate" / name)
+                if got is None:
+                    # The harness writes every file before its rank says "done": a missing or
+                    # unreadable one means candidate code got in the way.
+                    return trials, _failure(FailureClass.PROTOCOL_VIOLATION,
+                                            f"rank {rank}: no readable outputs for {label} although the "
+                                            "rank reported success", rank=rank, trial=index)
                 checks = compare_outputs(got, want, tol)
                 ranks.append(RankCheck(rank=rank, passed=all(c["status"] == "ok" for c in checks), outputs=checks))
                 bad = next((c for c in checks if c["status"] != "ok"), None)
@@ -280,6 +286,16 @@ _METHOD = {
              "call, iteration time = slowest rank, inputs rotated across copies spanning several L2s"),
     "cpu": "perf_counter on every rank around each call, ranks aligned by a barrier; CPU timings only",
 }
+
+
+def _load_candidate_outputs(path: Path) -> Optional[list[torch.Tensor]]:
+    try:
+        outputs = torch.load(path, weights_only=True)
+    except Exception:  # noqa: BLE001 - missing, truncated or not a tensor file: all the same here
+        return None
+    if not isinstance(outputs, list) or not all(isinstance(t, torch.Tensor) for t in outputs):
+        return None
+    return outputs
 
 
 def _hash_outputs(folder: Path) -> dict[str, str]:

@@ -3,13 +3,25 @@
 Ranks write one JSON object per line to an inherited pipe; the parent never unpickles anything a
 rank sends (candidate code runs in the rank and could forge a pickle), and reads tensors only with
 ``torch.load(weights_only=True)`` from files whose hashes it took when the side finished.
+
+Every message carries a per-side token that the rank takes out of its environment before any
+candidate code is imported, so stray or forged writes to the pipe are ignored. (Code in the same
+process could still dig the token out of memory: the parent also checks that a rank which says
+"done" exits cleanly and left every output file.)
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 from typing import Any
+
+TOKEN_ENV = "PKB_CHANNEL_TOKEN"
+
+
+def new_token() -> str:
+    return secrets.token_hex(16)
 
 READY = "ready"
 STEP = "step"
@@ -21,12 +33,13 @@ DONE = "done"
 class RankChannel:
     """The rank's end: write-only, line-buffered JSON."""
 
-    def __init__(self, fd: int, rank: int) -> None:
+    def __init__(self, fd: int, rank: int, token: str) -> None:
         self._fd = fd
         self._rank = rank
+        self._token = token
 
     def send(self, event: str, **payload: Any) -> None:
-        line = json.dumps({"event": event, "rank": self._rank, **payload}) + "\n"
+        line = json.dumps({"event": event, "rank": self._rank, "token": self._token, **payload}) + "\n"
         data = line.encode()
         while data:
             written = os.write(self._fd, data)

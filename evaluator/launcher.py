@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from .channel import DONE, ERROR, READY, STEP, TIMES, parse_lines
+from .channel import DONE, ERROR, READY, STEP, TIMES, TOKEN_ENV, new_token, parse_lines
 from .config import Limits
 from .report import Failure, FailureClass
 
@@ -27,6 +27,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # NVLink multicast can take a shared host's GPUs out of service: never let a rank turn it on.
 SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 TAIL_BYTES = 6000
+MAX_LINE_BYTES = 1 << 20
 
 
 @dataclass
@@ -106,6 +107,8 @@ class SideRun:
     def __init__(self, job: dict[str, Any], workdir: Path, limits: Limits, timing_s: float,
                  on_progress: Optional[ProgressHook] = None) -> None:
         self.on_progress = on_progress
+        self.token = new_token()
+        self.forged = 0  # messages without the side's token
         self.job = job
         self.side = job["side"]
         self.workdir = workdir
@@ -127,6 +130,7 @@ class SideRun:
         job_path = self.workdir / f"{self.side}-job.json"
         job_path.write_text(json.dumps(self.job))
         env = rank_env(self.job["device"], self.job.get("threads", 1))
+        env[TOKEN_ENV] = self.token
         for rank in range(self.job["world_size"]):
             read_fd, write_fd = os.pipe()
             with open(self.log_path(rank), "wb") as log:
@@ -164,6 +168,8 @@ class SideRun:
                     selector.unregister(state.fd)
                     continue
                 events, state.buffer = parse_lines(state.buffer + chunk)
+                if len(state.buffer) > MAX_LINE_BYTES:
+                    state.buffer = b""  # no real message is this long: never let a rank fill our memory
                 for event in events:
                     self._on_event(state, event)
             now = time.monotonic()
@@ -199,6 +205,11 @@ class SideRun:
         # The pipe says which rank wrote, not the message: candidate code shares the process.
         event["rank"] = state.rank
         kind = event.get("event")
+        if event.pop("token", None) != self.token:
+            self.forged += 1
+            return  # stray or forged writes to the channel prove nothing
+        if kind not in (READY, STEP, TIMES, DONE, ERROR):
+            return
         state.last_progress = time.monotonic()
         if self.on_progress is not None and state.rank == 0 and kind in (READY, STEP, TIMES, DONE):
             self.on_progress(self.side, {"event": kind, "step": event.get("step"), "task": event.get("task")})
@@ -216,12 +227,11 @@ class SideRun:
             self.times[(int(event.get("task") or 0), state.rank)] = event
             state.labels.append(f"{event.get('task')}:timing")
         elif kind == DONE:
+            # Finished only once the process has also exited cleanly (see _watch).
             self.done[state.rank] = event
-            state.finished = True
         elif kind == ERROR:
             self.errors.append(event)
             self.first_problem_at = self.first_problem_at or time.monotonic()
-        # Anything else (garbage written to the channel) is ignored; it proves no progress.
 
     def _stderr(self) -> dict[str, str]:
         return {str(s.rank): _tail(self.log_path(s.rank)) for s in self.ranks}

@@ -106,15 +106,16 @@ def _compile_seconds() -> float | None:
 
 
 def main() -> None:
-    from .channel import RankChannel
+    from .channel import TOKEN_ENV, RankChannel
 
+    token = os.environ.pop(TOKEN_ENV, "")  # before any candidate code can read the environment
     job_path, rank, fd = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     job = json.loads(Path(job_path).read_text())
     # The parent sends SIGUSR1 before killing a stalled rank: every thread's Python stack lands here.
     stacks = open(Path(job["stack_dir"]) / f"rank{rank}.txt", "w")  # noqa: SIM115 - lives as long as the process
     faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
     warnings.filterwarnings("ignore", category=FutureWarning)
-    channel = RankChannel(fd, rank)
+    channel = RankChannel(fd, rank, token)
     run(job, rank, channel)
     sys.stdout.flush()
     sys.stderr.flush()

@@ -24,7 +24,8 @@ class FailureClass(str, enum.Enum):
     NAN_INF = "nan_inf"  # NaN or Inf where the reference has finite values
     VALUE_MISMATCH = "value_mismatch"  # outside the problem's tolerance
     INPUT_MUTATION = "input_mutation"  # changed an input the real code leaves alone
-    TIMING_VIOLATION = "timing_violation"  # work escaped the timed region or the timers disagree
+    TIMING_VIOLATION = "timing_violation"  # GPU work escaped the timed region
+    PROTOCOL_VIOLATION = "protocol_violation"  # interfered with the harness: outputs missing or changed
     DEADLOCK = "deadlock"  # a rank made no progress within the limit (deadlock or timeout)
     CRASH = "crash"  # a rank process died (signal, abort, os._exit)
     OUT_OF_MEMORY = "out_of_memory"

@@ -79,6 +79,7 @@ def test_it_reports_a_syntax_error_without_starting_ranks(run_eval):
     ("wrong_shape", "shape_mismatch", "has shape (2056,), expected (4113,)"),
     ("wrong_signature", "signature_mismatch", "keywords x, group"),
     ("out_of_memory", "out_of_memory", "out of memory while running the solution"),
+    ("deletes_outputs", "protocol_violation", "no readable outputs for trial0"),
     ("import_error", "import_error", "pkb_module_that_does_not_exist"),
     ("no_solution", "missing_solution", "no top-level `solution`"),
 ])
@@ -117,3 +118,11 @@ def test_it_catches_a_solution_that_stops_working_once_timing_starts(run_eval):
     assert failure["failure_class"] == "value_mismatch"
     assert failure["trial"] == 5 and "a timed iteration" in failure["message"]
     assert [t["passed"] for t in report["trials"]] == [True] * 5 + [False]
+
+
+def test_forged_messages_on_the_status_pipe_do_not_end_a_deadlock(run_eval):
+    report, seconds = run_eval("floods_channel")
+    failure = report["failure"]
+    assert failure["failure_class"] == "deadlock", failure
+    assert "in trial 0" in failure["message"]
+    assert seconds < 8 + 60
