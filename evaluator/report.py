@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from typing import Literal, Optional, TypedDict
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 
 
 class FailureClass(str, enum.Enum):
