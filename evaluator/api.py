@@ -118,6 +118,8 @@ class Evaluation:
         self.problem = problems.get(config.problem)
         self.dtype = resolve_dtype(self.problem, config.dtype)
         self.problem.check_setting(config.world_size, config.size, self.dtype)
+        if config.trials < 1:
+            raise ValueError(f"--trials must be at least 1 (5 is the default), not {config.trials}")
         if config.device == "cuda" and torch.cuda.device_count() < config.world_size:
             raise ValueError(f"world size {config.world_size} needs {config.world_size} GPUs; "
                              f"this host has {torch.cuda.device_count()}")

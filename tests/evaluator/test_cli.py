@@ -19,6 +19,7 @@ CORRECT = str(SOLUTIONS / "cpu_correct.py")
     (["--problem", "all-reduce", "--solution", "/no/such/file.py", "--world-size", "2"], "solution file /no/such/file.py does not exist"),
     (["--problem", "all-reduce", "--solution", CORRECT, "--world-size", "2", "--dtype", "float64"], "unknown dtype 'float64'"),
     (["--problem", "all-reduce", "--solution", CORRECT, "--world-size", "2", "--size", "huge"], "size presets ['default', 'small'], not 'huge'"),
+    (["--problem", "all-reduce", "--solution", CORRECT, "--world-size", "2", "--trials", "0"], "--trials must be at least 1"),
 ])
 def test_bad_arguments_exit_2_with_a_clear_message(argv, words, capsys):
     assert main(["eval", *argv]) == 2
