@@ -11,12 +11,20 @@ import problems
 from problems.spec import CATEGORIES, COLLECTIVES, Problem, dtype_name
 
 
+def describe_value(value: Any) -> Any:
+    """An input as plain data: a tensor's shape and dtype, or a short repr of anything else."""
+    if isinstance(value, torch.Tensor):
+        return {"shape": list(value.shape), "dtype": str(value.dtype).removeprefix("torch.")}
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, torch.Tensor) for v in value):
+        return [describe_value(v) for v in value]
+    text = repr(value)
+    return {"value": text if len(text) <= 200 else text[:200] + "..."}
+
+
 def shapes(problem: Problem, world_size: int, size: str = "default") -> dict[str, Any]:
-    """Rank 0's input shapes, built on the meta device (nothing is allocated)."""
+    """Rank 0's inputs, built on the meta device (nothing is allocated)."""
     case = problem.case(world_size, size, None, rank=0, seed=0, device="meta")
-    return {name: {"shape": list(value.shape), "dtype": str(value.dtype).removeprefix("torch.")}
-            if isinstance(value, torch.Tensor) else {"value": value}
-            for name, value in problem.make_inputs(case).items()}
+    return {name: describe_value(value) for name, value in problem.make_inputs(case).items()}
 
 
 def traffic(problem: Problem, world_size: int, size: str = "default") -> dict[str, float]:

@@ -28,17 +28,6 @@ class LoadResult:
     errors: list[str] = field(default_factory=list)
 
 
-def _describe(value: Any) -> Any:
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return {"shape": list(value.shape), "dtype": str(value.dtype).removeprefix("torch.")}
-    if isinstance(value, (list, tuple)) and value and all(isinstance(v, torch.Tensor) for v in value):
-        return [_describe(v) for v in value]
-    text = repr(value)
-    return {"value": text if len(text) <= 200 else text[:200] + "..."}
-
-
 def _safely(fn: Callable[[], Any]) -> Any:
     try:
         return fn()
@@ -46,19 +35,9 @@ def _safely(fn: Callable[[], Any]) -> Any:
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
-def _shapes(problem: Any, world_size: int, size: str) -> Any:
-    case = problem.case(world_size, size, None, rank=0, seed=0, device="meta")
-    return {name: _describe(v) for name, v in problem.make_inputs(case).items()}
-
-
-def _traffic(problem: Any, world_size: int, size: str) -> Any:
-    t = problem.traffic(problem.setting(world_size, size))
-    return {"link_bytes": float(t.link_bytes), "hbm_bytes": float(t.hbm_bytes),
-            "flops": float(t.flops)}
-
-
 def problem_details(problem: Any) -> dict[str, Any]:
     """Everything the pages show that needs the module: computed once per version."""
+    from evaluator import catalog
     from problems.spec import dtype_name
 
     sizes = list(problem.sizes)
@@ -72,9 +51,9 @@ def problem_details(problem: Any) -> dict[str, Any]:
         "tags": list(problem.tags),
         "process_groups": {str(w): _safely(lambda w=w: problem.process_groups(w))
                            for w in problem.world_sizes},
-        "shapes": {str(w): {s: _safely(lambda w=w, s=s: _shapes(problem, w, s)) for s in sizes}
+        "shapes": {str(w): {s: _safely(lambda w=w, s=s: catalog.shapes(problem, w, s)) for s in sizes}
                    for w in problem.world_sizes},
-        "traffic": {str(w): {s: _safely(lambda w=w, s=s: _traffic(problem, w, s)) for s in sizes}
+        "traffic": {str(w): {s: _safely(lambda w=w, s=s: catalog.traffic(problem, w, s)) for s in sizes}
                     for w in problem.world_sizes},
     }
 
