@@ -29,7 +29,7 @@ from .compare import compare_outputs, describe
 from .config import EvalConfig, Limits
 from .launcher import ProgressHook, SideResult, run_side
 from .report import (SCHEMA_VERSION, Failure, FailureClass, RankCheck, Report, SideTiming,
-                     Timing, Trial, WallTime)
+                     Timing, Trial, WallTime, make_failure)
 from .roofline import roofline
 from .stats import slowest_rank_per_iteration, summarize
 
@@ -77,11 +77,11 @@ def static_failure(source: bytes) -> Optional[Failure]:
     try:
         text = source.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return _failure(FailureClass.SYNTAX_ERROR, f"the file is not UTF-8 text (byte {exc.start})")
+        return make_failure(FailureClass.SYNTAX_ERROR, f"the file is not UTF-8 text (byte {exc.start})")
     try:
         tree = ast.parse(text)
     except SyntaxError as exc:
-        return _failure(FailureClass.SYNTAX_ERROR, f"line {exc.lineno}: {exc.msg}",
+        return make_failure(FailureClass.SYNTAX_ERROR, f"line {exc.lineno}: {exc.msg}",
                         traceback=f"{exc.text or ''}".rstrip())
     names = {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
     assigned = {t.id for node in tree.body if isinstance(node, ast.Assign)
@@ -89,17 +89,10 @@ def static_failure(source: bytes) -> Optional[Failure]:
     imported = {alias.asname or alias.name for node in tree.body
                 if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
     if "solution" not in names | assigned | imported:
-        return _failure(FailureClass.MISSING_SOLUTION,
+        return make_failure(FailureClass.MISSING_SOLUTION,
                         "the file defines no top-level `solution`; define `def solution(...)` with the "
                         "reference's signature")
     return None
-
-
-def _failure(failure_class: FailureClass, message: str, **extra: Any) -> Failure:
-    failure = Failure(failure_class=failure_class.value, message=message, rank=None, trial=None,
-                      output=None, traceback=None, compiler_output=None, stacks={}, stderr={})
-    failure.update(extra)  # type: ignore[typeddict-item]
-    return failure
 
 
 def hardware_profile(device: str, world_size: int, profile_id: Optional[str] = None) -> Optional[dict[str, Any]]:
@@ -177,7 +170,7 @@ class Evaluation:
             changed = [name for name, digest in _hash_outputs(workdir / "candidate").items()
                        if hashes.get(name) != digest]
             if changed:
-                tampered = _failure(FailureClass.PROTOCOL_VIOLATION,
+                tampered = make_failure(FailureClass.PROTOCOL_VIOLATION,
                                     f"candidate output files changed after its ranks finished: {changed[:3]}")
                 return self.report(tampered, [], None, candidate, reference)
             trials, failure = self.judge(workdir)
@@ -202,7 +195,7 @@ class Evaluation:
                 if got is None:
                     # The harness writes every file before its rank says "done": a missing or
                     # unreadable one means candidate code got in the way.
-                    return trials, _failure(FailureClass.PROTOCOL_VIOLATION,
+                    return trials, make_failure(FailureClass.PROTOCOL_VIOLATION,
                                             f"rank {rank}: no readable outputs for {label} although the "
                                             "rank reported success", rank=rank, trial=index)
                 checks = compare_outputs(got, want, tol)
@@ -210,7 +203,7 @@ class Evaluation:
                 bad = next((c for c in checks if c["status"] != "ok"), None)
                 if bad is not None and failure is None:
                     what = "a timed iteration" if kind == "timed" else f"trial {index}"
-                    failure = _failure(FailureClass(bad["status"]), f"rank {rank}, {what}: {describe(bad)}",
+                    failure = make_failure(FailureClass(bad["status"]), f"rank {rank}, {what}: {describe(bad)}",
                                        rank=rank, trial=index, output=bad["index"])
             trials.append(Trial(index=index, seed=seed, kind=kind,  # type: ignore[typeddict-item]
                                 passed=all(r["passed"] for r in ranks), ranks=ranks))
@@ -233,7 +226,7 @@ class Evaluation:
         ref, _ = self.side_timing(reference)
         failure = None
         if self.config.device == "cuda" and cand_info["escaped"] > cand_info["iterations"] // 2:
-            failure = _failure(FailureClass.TIMING_VIOLATION,
+            failure = make_failure(FailureClass.TIMING_VIOLATION,
                                f"in {cand_info['escaped']} of {cand_info['iterations']} timed calls, GPU work "
                                "kept running after the solution returned (on a stream the caller does not "
                                "wait for); make the current stream wait for side streams before returning")

@@ -21,7 +21,7 @@ from typing import Any, Callable, Optional
 
 from .channel import DONE, ERROR, READY, STEP, TIMES, TOKEN_ENV, new_token, parse_lines
 from .config import Limits
-from .report import Failure, FailureClass
+from .report import Failure, FailureClass, make_failure
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # NVLink multicast can take a shared host's GPUs out of service: never let a rank turn it on.
@@ -84,13 +84,6 @@ def _tail(path: Path) -> str:
             return handle.read().decode(errors="replace")
     except OSError:
         return ""
-
-
-def _failure(failure_class: FailureClass, message: str, **extra: Any) -> Failure:
-    failure = Failure(failure_class=failure_class.value, message=message, rank=None, trial=None,
-                      output=None, traceback=None, compiler_output=None, stacks={}, stderr={})
-    failure.update(extra)  # type: ignore[typeddict-item]
-    return failure
 
 
 def _signal_name(returncode: int) -> str:
@@ -248,7 +241,7 @@ class SideRun:
             if self.side == "reference":
                 failure_class = FailureClass.HARNESS_ERROR
             rank = first.get("rank")
-            return _failure(failure_class, f"rank {rank}: {first.get('message')}", rank=rank,
+            return make_failure(failure_class, f"rank {rank}: {first.get('message')}", rank=rank,
                             traceback=first.get("traceback"), compiler_output=first.get("compiler_output"),
                             stderr=self._stderr())
         rank, returncode = self.crashes[0]
@@ -262,7 +255,7 @@ class SideRun:
         tail = _tail(self.log_path(rank))
         if "out of memory" in tail.lower():
             failure_class = FailureClass.OUT_OF_MEMORY if self.side != "reference" else failure_class
-        return _failure(failure_class, f"rank {rank} {how} {self._progress(rank)}", rank=rank,
+        return make_failure(failure_class, f"rank {rank} {how} {self._progress(rank)}", rank=rank,
                         stderr=self._stderr())
 
     def _plan(self) -> list[tuple[str, str]]:
@@ -302,7 +295,7 @@ class SideRun:
             message += f" while rank{'s' if len(ahead) > 1 else ''} {', '.join(map(str, ahead))} went further"
         message += ": deadlock or timeout; every rank was killed"
         failure_class = FailureClass.HARNESS_ERROR if self.side == "reference" else FailureClass.DEADLOCK
-        return _failure(failure_class, message, rank=stuck[0], stacks=stacks, stderr=self._stderr())
+        return make_failure(failure_class, message, rank=stuck[0], stacks=stacks, stderr=self._stderr())
 
     def dump_stacks(self) -> dict[str, str]:
         live = [s for s in self.ranks if s.process.poll() is None]

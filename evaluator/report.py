@@ -7,7 +7,7 @@ recorded in docs/report-schema.md; ``evaluator/report.schema.json`` is the machi
 from __future__ import annotations
 
 import enum
-from typing import Literal, Optional, TypedDict
+from typing import Any, Literal, Optional, TypedDict
 
 SCHEMA_VERSION = "1.1"
 
@@ -72,6 +72,14 @@ class Failure(TypedDict):
     compiler_output: Optional[str]
     stacks: dict[str, str]  # rank -> Python stacks of every thread, for deadlocks
     stderr: dict[str, str]  # rank -> tail of its stderr
+
+
+def make_failure(failure_class: FailureClass, message: str, **extra: Any) -> Failure:
+    """A Failure with every field present; ``extra`` fills rank, trial, traceback, stacks, ..."""
+    failure = Failure(failure_class=failure_class.value, message=message, rank=None, trial=None,
+                      output=None, traceback=None, compiler_output=None, stacks={}, stderr={})
+    failure.update(extra)  # type: ignore[typeddict-item]
+    return failure
 
 
 class SideTiming(TypedDict):
