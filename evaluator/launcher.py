@@ -22,10 +22,9 @@ from typing import Any, Callable, Optional
 from .channel import DONE, ERROR, READY, STEP, TIMES, TOKEN_ENV, new_token, parse_lines
 from .config import Limits
 from .report import Failure, FailureClass, make_failure
+from .safety import NO_MULTICAST_ENV
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-# NVLink multicast can take a shared host's GPUs out of service: never let a rank turn it on.
-SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 TAIL_BYTES = 6000
 MAX_LINE_BYTES = 1 << 20
 
@@ -65,7 +64,7 @@ class SideResult:
 
 def rank_env(device: str, threads: int) -> dict[str, str]:
     env = dict(os.environ)
-    env.update(SAFE_ENV)
+    env.update(NO_MULTICAST_ENV)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     env["PYTHONUNBUFFERED"] = "1"
     env["OMP_NUM_THREADS"] = str(threads)

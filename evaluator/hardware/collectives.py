@@ -20,11 +20,10 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from ..safety import NO_MULTICAST_ENV
 from .timers import cuda_median_ms
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
-NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-                "NVSHMEM_DISABLE_NVLS": "1"}
 
 
 def bus_factor(op: str, n: int) -> float:
@@ -83,7 +82,7 @@ def _time_cpu(fn: Callable[[], Any], warmup: int, iters: int) -> float:
 def _worker(rank: int, world: int, port: int, backend: str, ops: list[str], sizes: list[int],
             dtype_name: str, queue: Any) -> None:
     try:
-        os.environ.update(NO_MULTICAST)
+        os.environ.update(NO_MULTICAST_ENV)
         warnings.filterwarnings("ignore", category=FutureWarning)  # 2.13 renames all_gather
         cuda = backend == "nccl"
         device = torch.device("cuda", rank) if cuda else torch.device("cpu")
@@ -120,8 +119,8 @@ def measure(backend: str, world: int, sizes: list[int], dtype: torch.dtype,
     procs = [ctx.Process(target=_worker, args=(r, world, port, backend, list(ops), sizes,
                                                dtype_name, queue), daemon=True)
              for r in range(world)]
-    saved = {k: os.environ.get(k) for k in NO_MULTICAST}
-    os.environ.update(NO_MULTICAST)  # inherited by the spawned ranks
+    saved = {k: os.environ.get(k) for k in NO_MULTICAST_ENV}
+    os.environ.update(NO_MULTICAST_ENV)  # inherited by the spawned ranks
     try:
         for proc in procs:
             proc.start()

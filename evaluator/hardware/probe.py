@@ -21,6 +21,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from . import collectives, smi
+from ..safety import NO_MULTICAST_ENV
 from .timers import cuda_median_ms
 
 SCHEMA_VERSION = "1.0"
@@ -186,7 +187,7 @@ def probe_gpu(world_size: Optional[int] = None, profile_id: Optional[str] = None
               sizes: Optional[list[int]] = None, command: str = "") -> dict[str, Any]:
     if not torch.cuda.is_available():
         raise RuntimeError("probe_gpu: no CUDA device visible")
-    os.environ.update(collectives.NO_MULTICAST)  # never NVLink multicast, here or in children
+    os.environ.update(NO_MULTICAST_ENV)  # never NVLink multicast, here or in children
     count = world_size or torch.cuda.device_count()
     started = time.perf_counter()
     nccl = collectives.measure("nccl", count, sizes or GPU_SIZES, torch.bfloat16) \

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-                "NVSHMEM_DISABLE_NVLS": "1"}
+sys.path.insert(0, str(ROOT))
+from evaluator.safety import NO_MULTICAST_ENV as NO_MULTICAST  # noqa: E402
 
 RANKS = r"""
 import os, sys, importlib.util, torch, torch.distributed as dist, torch.multiprocessing as mp

@@ -24,8 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-                "NVSHMEM_DISABLE_NVLS": "1"}
+from evaluator.safety import NO_MULTICAST_ENV as NO_MULTICAST  # noqa: E402
 os.environ.update(NO_MULTICAST)
 
 import torch  # noqa: E402
