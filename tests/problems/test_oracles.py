@@ -77,3 +77,19 @@ def test_every_problem_has_an_oracle_or_a_stated_reason():
     assert all(len(why.split()) >= 8 for why in skipped.values()), "say why in a sentence"
     missing = sorted(p.slug for p in problems.all_problems() if p.slug not in ORACLES and p.slug not in skipped)
     assert not missing, f"no oracle and no reason for: {missing}"
+
+
+@pytest.mark.parametrize("slug", sorted(ORACLES))
+def test_zeros_do_not_pass_for_any_float_output(slug, reference_outputs):
+    """A tolerance wider than an output's values would let a solution skip computing it."""
+    from evaluator.compare import compare_output
+
+    problem = problems.get(slug)
+    tol = problem.tolerance(oracle_dtype(slug))
+    outputs = reference_outputs[slug]
+    for index in range(len(outputs[0])):
+        per_rank = [outputs[rank][index] for rank in range(WORLD)]
+        if not per_rank[0].is_floating_point():
+            continue
+        verdicts = [compare_output(index, torch.zeros_like(t), t, tol)["status"] for t in per_rank]
+        assert any(v != "ok" for v in verdicts), f"output {index} passes as all zeros with {tol}"
