@@ -32,7 +32,7 @@ class Command(BaseCommand):
         timings = import_timings(settings.PKB_MEASUREMENTS_DIR)
         self.stdout.write(f"reference timings: {len(timings.created)} new, {len(timings.updated)} "
                           f"replaced, {len(timings.unchanged)} unchanged, {len(timings.not_ok)} "
-                          "not timed (failed runs are not baselines)")
+                          "without a baseline (failed, untimed, or timed on an earlier problem version)")
         for error in loaded.errors + imported.errors + timings.errors:
             self.stderr.write(f"error: {error}")
         reaped = reap_stuck()
