@@ -170,7 +170,6 @@ class TaskRunner:
             warmup += 1
         synchronize(ctx.device)
         times: list[float] = []
-        walls: list[float] = []
         gaps: list[float] = []
         started = _perf_counter()
         outputs: list[torch.Tensor] = []
@@ -181,7 +180,6 @@ class TaskRunner:
                     n >= cfg["min_iterations"] and elapsed >= cfg["min_time_s"])):
                 break
             inputs = copies[n % len(copies)]
-            wall_start = _perf_counter()
             if ctx.device.type == "cuda":
                 start, end, after_sync = _CudaEvent(enable_timing=True), _CudaEvent(enable_timing=True), _CudaEvent(enable_timing=True)
                 start.record()
@@ -193,12 +191,12 @@ class TaskRunner:
                 times.append(start.elapsed_time(end))
                 gaps.append(end.elapsed_time(after_sync))
             else:
+                call_start = _perf_counter()
                 result = self.call(inputs)
-                times.append((_perf_counter() - wall_start) * 1e3)
+                times.append((_perf_counter() - call_start) * 1e3)
                 gaps.append(0.0)
-            walls.append((_perf_counter() - wall_start) * 1e3)
             outputs = as_output_list(result, self.side)
         if outputs and not ctx.fingerprints_only:
             save_outputs(outputs, ctx.out_dir / f"task{self.task['task']}_timed_rank{ctx.rank}.pt")
-        ctx.channel.send(TIMES, task=self.task["task"], times_ms=times, wall_ms=walls, gap_ms=gaps,
+        ctx.channel.send(TIMES, task=self.task["task"], times_ms=times, gap_ms=gaps,
                          copies=len(copies), warmup=warmup)
