@@ -126,9 +126,8 @@ class Evaluation:
         self.started_at = _now()
 
     def job(self, side: str, workdir: Path) -> dict[str, Any]:
-        out_dir = workdir / side
+        out_dir = workdir / side  # where the side's outputs land once all of its processes are gone
         out_dir.mkdir(exist_ok=True)
-        (workdir / f"{side}-stacks").mkdir(exist_ok=True)
         cpus = os.cpu_count() or 1
         task = {
             "task": 0, "problem": self.problem.slug, "size": self.config.size,
@@ -141,11 +140,14 @@ class Evaluation:
             "side": side, "world_size": self.config.world_size, "device": self.config.device,
             "backend": "nccl" if self.config.device == "cuda" else "gloo",
             "solution_path": str(self.config.solution_path.resolve()) if side == "candidate" else None,
-            "store_path": str(workdir / f"{side}-store"), "stack_dir": str(workdir / f"{side}-stacks"),
             "out_dir": str(out_dir), "tasks": [task],
             "threads": max(1, cpus // self.config.world_size),
             "collective_timeout_s": self.config.limits.total_s,
         }
+
+    def run_side(self, side: str, workdir: Path) -> SideResult:
+        return run_side(self.job(side, workdir), workdir, self.config.limits, self.timing_limit(),
+                        self.on_progress, sandbox=self.config.sandbox, resources=self.config.resources)
 
     def timing_limit(self) -> float:
         """Seconds the timed phase may take: its own caps, generously, plus input copies."""
@@ -158,13 +160,11 @@ class Evaluation:
         if static is not None:
             return self.report(static, [], None, None, None)
         with _workdir(self.config) as workdir:
-            candidate = run_side(self.job("candidate", workdir), workdir, self.config.limits, self.timing_limit(),
-                                 self.on_progress)
+            candidate = self.run_side("candidate", workdir)
             if not candidate.ok:
                 return self.report(candidate.failure, [], None, candidate, None)
             hashes = _hash_outputs(workdir / "candidate")
-            reference = run_side(self.job("reference", workdir), workdir, self.config.limits, self.timing_limit(),
-                                 self.on_progress)
+            reference = self.run_side("reference", workdir)
             if not reference.ok:
                 return self.report(reference.failure, [], None, candidate, reference)
             changed = [name for name, digest in _hash_outputs(workdir / "candidate").items()
@@ -267,6 +267,7 @@ class Evaluation:
             verdict="pass" if failure is None else "fail",
             failure=failure, trials=trials, timing=timing,
             hardware_profile=self.profile["id"] if self.profile else None,
+            sandbox="on" if self.config.sandbox else "off",
             software=software,
             wall_time=WallTime(total_s=max(total.total_seconds(), 0.0),
                                reference_s=reference.wall_s if reference else 0.0,

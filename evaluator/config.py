@@ -26,6 +26,22 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class ResourceLimits:
+    """What one side's sandbox may use; reaching a limit ends the side as ``resource_limit``.
+
+    ``disk_bytes`` bounds one memory-backed filesystem that holds the side's work directory,
+    ``/tmp``, ``/dev/shm`` and home together. ``memory_bytes_per_rank`` is host memory (resident
+    set of the rank and everything it started); CPU ranks also get it as their address-space limit,
+    so a huge allocation fails at once. GPU memory is bounded by the device, not here.
+    """
+
+    tasks_per_rank: int = 1024  # processes and threads of a rank and its children
+    open_files: int = 4096
+    disk_bytes: int = 8 * 2**30
+    memory_bytes_per_rank: int = 64 * 2**30
+
+
+@dataclass(frozen=True)
 class TimingConfig:
     """Adaptive timing: stop after ``min_iterations`` once ``min_time_s`` has passed, or at a cap.
 
@@ -68,6 +84,8 @@ class EvalConfig:
     timing_config: Optional[TimingConfig] = None  # None: quick on CPU, full on CUDA
     hardware_profile: Optional[str] = None  # None: the committed profile matching the device
     limits: Limits = field(default_factory=Limits)
+    resources: ResourceLimits = field(default_factory=ResourceLimits)
+    sandbox: bool = True  # False runs candidate code unconfined (the report says so)
     workdir: Optional[Path] = None  # None: a fresh temporary directory, removed afterwards
 
     def resolved_timing(self) -> TimingConfig:

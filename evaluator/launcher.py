@@ -1,9 +1,10 @@
-"""Starts one side's rank processes, watches their progress, and kills them when they stall.
+"""Starts one side's rank processes in a box, watches their progress, and stops them when they stall.
 
-Each rank runs in its own process session, so a kill takes the candidate's child processes with
-it. A rank that makes no progress within the limit gets SIGUSR1 first (its Python stacks are
-dumped by faulthandler), then every rank gets SIGTERM and, after a grace period, SIGKILL: peers of
-a stuck rank spin forever in their collectives, so all of them go.
+Every rank has three pipes to us: its status channel, its stdout/stderr, and the file its Python
+stacks are dumped to. A rank that makes no progress within the limit has its stacks dumped, then
+the whole side is killed: peers of a stuck rank spin forever in their collectives, so all of them
+go. In the confined box (the default) that kill takes every process the side started, and the
+outputs the ranks left are copied out only after that, so nothing of the side can change them.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from __future__ import annotations
 import json
 import os
 import selectors
+import shutil
 import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -20,21 +21,30 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from .channel import DONE, ERROR, READY, STEP, TIMES, TOKEN_ENV, new_token, parse_lines
-from .config import Limits
+from .config import Limits, ResourceLimits
 from .report import Failure, FailureClass, make_failure
-from .safety import NO_MULTICAST_ENV
+from .sandbox import RankLaunch, SandboxError, open_box
+from .sandbox.policy import REPO_ROOT, rank_env
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 TAIL_BYTES = 6000
+STACK_BYTES = 64_000
 MAX_LINE_BYTES = 1 << 20
+# `python -I`: no environment variables, no user site, nothing importable from the working
+# directory; the harness's packages come from the (read-only) checkout.
+RANK_ENTRY = (f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); "
+              "from evaluator.rank_main import main; main()")
 
 
 @dataclass
 class RankState:
     rank: int
-    process: subprocess.Popen[bytes]
-    fd: int
+    status_fd: int
+    log_fd: int
+    stack_fd: int
     buffer: bytes = b""
+    log_tail: bytes = b""
+    stacks: bytes = b""
+    returncode: Optional[int] = None
     started: bool = False
     timing: bool = False  # inside the timed phase, which has a limit of its own
     finished: bool = False
@@ -53,6 +63,7 @@ class SideResult:
     wall_s: float
     steps: dict[int, list[str]] = field(default_factory=dict)  # rank -> "task:step" labels completed
     fingerprints: dict[tuple[int, str, int], list[dict[str, Any]]] = field(default_factory=dict)
+    confined: bool = False
 
     @property
     def ok(self) -> bool:
@@ -62,29 +73,6 @@ class SideResult:
         return self.steps.get(rank, [])
 
 
-def rank_env(device: str, threads: int) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(NO_MULTICAST_ENV)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-    env["PYTHONUNBUFFERED"] = "1"
-    env["OMP_NUM_THREADS"] = str(threads)
-    env.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
-    if device == "cpu":
-        env["CUDA_VISIBLE_DEVICES"] = ""
-    return env
-
-
-def _tail(path: Path) -> str:
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - TAIL_BYTES))
-            return handle.read().decode(errors="replace")
-    except OSError:
-        return ""
-
-
 def _signal_name(returncode: int) -> str:
     try:
         return signal.Signals(-returncode).name
@@ -92,100 +80,168 @@ def _signal_name(returncode: int) -> str:
         return f"signal {-returncode}"
 
 
+def _append(buffer: bytes, chunk: bytes, keep: int) -> bytes:
+    buffer += chunk
+    return buffer[-keep:] if len(buffer) > keep else buffer
+
+
 ProgressHook = Callable[[str, dict[str, Any]], None]
 
 
 class SideRun:
     def __init__(self, job: dict[str, Any], workdir: Path, limits: Limits, timing_s: float,
-                 on_progress: Optional[ProgressHook] = None) -> None:
+                 on_progress: Optional[ProgressHook] = None, *, sandbox: bool = True,
+                 resources: Optional[ResourceLimits] = None) -> None:
         self.on_progress = on_progress
         self.token = new_token()
         self.job = job
         self.side = job["side"]
-        self.workdir = workdir
+        self.side_dir = workdir / f"{self.side}-box"
         self.limits = limits
         self.timing_s = timing_s
+        self.sandbox = sandbox
+        self.resources = resources or ResourceLimits()
         self.ranks: list[RankState] = []
         self.ready: dict[int, dict[str, Any]] = {}
         self.done: dict[int, dict[str, Any]] = {}
         self.times: dict[tuple[int, int], dict[str, Any]] = {}
         self.errors: list[dict[str, Any]] = []
         self.crashes: list[tuple[int, int]] = []  # (rank, returncode) of ranks that died silently
+        self.limit: Optional[dict[str, Any]] = None  # the box's report of a resource limit
         self.first_problem_at: Optional[float] = None
         self.fingerprints: dict[tuple[int, str, int], list[dict[str, Any]]] = {}  # (task, step, rank)
 
-    def log_path(self, rank: int) -> Path:
-        return self.workdir / f"{self.side}-rank{rank}.log"
+    def rank_job(self, box: Any) -> dict[str, Any]:
+        """The job as the ranks see it: paths inside their box, the solution copied in."""
+        job = dict(self.job)
+        job["store_path"] = str(box.work / "store")
+        job["out_dir"] = str(box.work / "out")
+        if job.get("solution_path"):
+            shutil.copyfile(job["solution_path"], self.inbox / "solution.py")
+            job["solution_path"] = str(box.inbox / "solution.py")
+        return job
 
-    def start(self) -> None:
-        job_path = self.workdir / f"{self.side}-job.json"
-        job_path.write_text(json.dumps(self.job))
-        env = rank_env(self.job["device"], self.job.get("threads", 1))
+    def start(self) -> Any:
+        self.inbox = self.side_dir / "in"
+        self.inbox.mkdir(parents=True, exist_ok=True)
+        box = open_box(self.side_dir, self.inbox, self.job["device"], self.resources, confined=self.sandbox)
+        (self.inbox / "job.json").write_text(json.dumps(self.rank_job(box)))
+        env = rank_env(self.job["device"], self.job.get("threads", 1), home=box.home, work=box.work,
+                       confined=box.confined)
         env[TOKEN_ENV] = self.token
+        launches, theirs = [], []
         for rank in range(self.job["world_size"]):
-            read_fd, write_fd = os.pipe()
-            with open(self.log_path(rank), "wb") as log:
-                process = subprocess.Popen(
-                    [sys.executable, "-m", "evaluator.rank_main", str(job_path), str(rank), str(write_fd)],
-                    pass_fds=(write_fd,), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                    start_new_session=True, env=env, cwd=str(self.workdir))
-            os.close(write_fd)
-            self.ranks.append(RankState(rank, process, read_fd))
+            (status_r, status_w), (log_r, log_w), (stack_r, stack_w) = os.pipe(), os.pipe(), os.pipe()
+            argv = [sys.executable, "-I", "-c", RANK_ENTRY, str(box.inbox / "job.json"), str(rank),
+                    str(status_w), str(stack_w)]
+            launches.append(RankLaunch(rank, argv, env, (status_w, stack_w), log_w))
+            theirs += [status_w, log_w, stack_w]
+            self.ranks.append(RankState(rank, status_r, log_r, stack_r))
+        try:
+            box.start(launches)
+        finally:
+            for fd in theirs:
+                os.close(fd)
+        return box
 
     def run(self) -> SideResult:
         started = time.monotonic()
-        self.start()
+        box = None
         failure: Optional[Failure] = None
         selector = selectors.DefaultSelector()
-        for state in self.ranks:
-            selector.register(state.fd, selectors.EVENT_READ, state)
         try:
-            failure = self._watch(selector, started)
+            try:
+                box = self.start()
+            except SandboxError as exc:
+                failure = make_failure(FailureClass.HARNESS_ERROR, f"the sandbox could not be set up: {exc}")
+                return SideResult(self.side, failure, {}, {}, {}, [], time.monotonic() - started,
+                                  confined=self.sandbox)
+            for state in self.ranks:
+                for fd in (state.status_fd, state.log_fd, state.stack_fd):
+                    selector.register(fd, selectors.EVENT_READ, state)
+            if box.fileno() is not None:
+                selector.register(box.fileno(), selectors.EVENT_READ, None)
+            failure = self._watch(selector, box, started)
+            box.stop()
+            box.copy_outputs(Path(self.job["out_dir"]))
         finally:
             selector.close()
-            self.kill_all()
+            if box is not None:
+                box.close()
             for state in self.ranks:
-                os.close(state.fd)
+                for fd in (state.status_fd, state.log_fd, state.stack_fd):
+                    os.close(fd)
         return SideResult(self.side, failure, self.ready, self.done, self.times, self.errors,
                           time.monotonic() - started, {s.rank: s.labels for s in self.ranks},
-                          self.fingerprints)
+                          self.fingerprints, confined=box.confined if box is not None else self.sandbox)
 
-    def _watch(self, selector: selectors.BaseSelector, started: float) -> Optional[Failure]:
-        while True:
-            for key, _ in selector.select(timeout=0.2):
-                state: RankState = key.data
-                chunk = os.read(state.fd, 65536)
-                if not chunk:
-                    selector.unregister(state.fd)
-                    continue
+    def _read(self, selector: selectors.BaseSelector, timeout: float) -> None:
+        for key, _ in selector.select(timeout=timeout):
+            state: Optional[RankState] = key.data
+            if state is None:
+                continue  # the box has news: read by _box_events
+            chunk = os.read(key.fd, 65536)
+            if not chunk:
+                selector.unregister(key.fd)
+            elif key.fd == state.log_fd:
+                state.log_tail = _append(state.log_tail, chunk, TAIL_BYTES)
+            elif key.fd == state.stack_fd:
+                state.stacks = _append(state.stacks, chunk, STACK_BYTES)
+            else:
                 events, state.buffer = parse_lines(state.buffer + chunk)
                 if len(state.buffer) > MAX_LINE_BYTES:
                     state.buffer = b""  # no real message is this long: never let a rank fill our memory
                 for event in events:
                     self._on_event(state, event)
+
+    def _drain(self, selector: selectors.BaseSelector) -> None:
+        """Read whatever is already in the pipes, without waiting."""
+        for _ in range(64):
+            if not selector.select(timeout=0):
+                return
+            self._read(selector, 0)
+
+    def _box_events(self, selector: selectors.BaseSelector, box: Any, now: float) -> None:
+        for event in box.events():
+            if event["event"] == "limit" and self.limit is None:
+                self.limit = event
+                self.first_problem_at = self.first_problem_at or now
+            elif event["event"] == "lost":
+                for state in self.ranks:
+                    if state.returncode is None:
+                        state.returncode = -signal.SIGKILL
+            elif event["event"] == "exit":
+                self.ranks[event["rank"]].returncode = event["code"]
+        if any(s.returncode is not None for s in self.ranks):
+            self._drain(selector)  # a rank's last words before judging its exit
+
+    def _watch(self, selector: selectors.BaseSelector, box: Any, started: float) -> Optional[Failure]:
+        while True:
+            self._read(selector, 0.2)
             now = time.monotonic()
+            self._box_events(selector, box, now)
             for state in self.ranks:
-                returncode = state.process.poll()
-                if returncode is not None and not state.finished and state.rank not in {r for r, _ in self.crashes} \
-                        and not any(e.get("rank") == state.rank for e in self.errors):
-                    # Read what is left in its pipe before calling it a crash.
-                    if state.fd in selector.get_map():
-                        continue
-                    if returncode == 0 and state.rank in self.done:
-                        state.finished = True
-                        continue
-                    self.crashes.append((state.rank, returncode))
-                    self.first_problem_at = self.first_problem_at or now
+                code = state.returncode
+                if code is None or state.finished or state.rank in {r for r, _ in self.crashes} \
+                        or any(e.get("rank") == state.rank for e in self.errors):
+                    continue
+                if code == 0 and state.rank in self.done:
+                    state.finished = True
+                    continue
+                self.crashes.append((state.rank, code))
+                self.first_problem_at = self.first_problem_at or now
+            if self.limit is not None:
+                return self._resource_failure()
             if all(state.finished for state in self.ranks):
                 return None
             if self.first_problem_at is not None:
-                all_exited = all(s.process.poll() is not None for s in self.ranks)
+                all_exited = all(s.returncode is not None for s in self.ranks)
                 if all_exited or now - self.first_problem_at > self.limits.error_grace_s:
                     return self._failure_from_problems()
                 continue
             stalled = [s for s in self.ranks if not s.finished and now - s.last_progress > self._limit(s)]
             if stalled or now - started > self.limits.total_s:
-                return self._deadlock(now - started > self.limits.total_s)
+                return self._deadlock(selector, box, now - started > self.limits.total_s)
 
     def _limit(self, state: RankState) -> float:
         if not state.started:
@@ -224,7 +280,15 @@ class SideRun:
             self.first_problem_at = self.first_problem_at or time.monotonic()
 
     def _stderr(self) -> dict[str, str]:
-        return {str(s.rank): _tail(self.log_path(s.rank)) for s in self.ranks}
+        return {str(s.rank): s.log_tail.decode(errors="replace") for s in self.ranks}
+
+    def _resource_failure(self) -> Failure:
+        assert self.limit is not None
+        rank = self.limit.get("rank")
+        where = f" {self._progress(rank)}" if isinstance(rank, int) and 0 <= rank < len(self.ranks) else ""
+        failure_class = FailureClass.HARNESS_ERROR if self.side == "reference" else FailureClass.RESOURCE_LIMIT
+        return make_failure(failure_class, f"{self.limit.get('message')}{where}; the side was stopped",
+                            rank=rank, stderr=self._stderr())
 
     def _failure_from_problems(self) -> Failure:
         # A rank that died silently comes first: its peers' errors ("connection reset by peer",
@@ -235,12 +299,18 @@ class SideRun:
                 failure_class = FailureClass(first.get("failure_class"))
             except ValueError:
                 failure_class = FailureClass.RUNTIME_ERROR
+            if failure_class == FailureClass.OUT_OF_MEMORY and self.job["device"] == "cpu" and self.sandbox:
+                failure_class = FailureClass.RESOURCE_LIMIT  # the address-space limit refused it
             if self.side == "reference":
                 failure_class = FailureClass.HARNESS_ERROR
             rank = first.get("rank")
-            return make_failure(failure_class, f"rank {rank}: {first.get('message')}", rank=rank,
-                            traceback=first.get("traceback"), compiler_output=first.get("compiler_output"),
-                            stderr=self._stderr())
+            message = f"rank {rank}: {first.get('message')}"
+            if failure_class == FailureClass.RESOURCE_LIMIT:
+                limit = self.resources.memory_bytes_per_rank / 2**30
+                message += f" (the limit is {limit:.0f} GiB of host memory per rank)"
+            return make_failure(failure_class, message, rank=rank,
+                                traceback=first.get("traceback"), compiler_output=first.get("compiler_output"),
+                                stderr=self._stderr())
         rank, returncode = self.crashes[0]
         if returncode < 0:
             how = f"was killed by {_signal_name(returncode)}"
@@ -249,11 +319,11 @@ class SideRun:
         else:
             how = f"exited with status {returncode} without reporting a result"
         failure_class = FailureClass.HARNESS_ERROR if self.side == "reference" else FailureClass.CRASH
-        tail = _tail(self.log_path(rank))
+        tail = self.ranks[rank].log_tail.decode(errors="replace")
         if "out of memory" in tail.lower():
             failure_class = FailureClass.OUT_OF_MEMORY if self.side != "reference" else failure_class
         return make_failure(failure_class, f"rank {rank} {how} {self._progress(rank)}", rank=rank,
-                        stderr=self._stderr())
+                            stderr=self._stderr())
 
     def _plan(self) -> list[tuple[str, str]]:
         """(label, description) of every step a rank reports, in order."""
@@ -278,8 +348,8 @@ class SideRun:
         step = plan[len(done)][1]
         return f"during {step}" if step.startswith("timing") else f"in {step}"
 
-    def _deadlock(self, over_total: bool) -> Failure:
-        stacks = self.dump_stacks()
+    def _deadlock(self, selector: selectors.BaseSelector, box: Any, over_total: bool) -> Failure:
+        stacks = self.dump_stacks(selector, box)
         progress = {s.rank: len(s.labels) + (1 if s.started else 0) for s in self.ranks if not s.finished}
         least = min(progress.values())
         stuck = sorted(rank for rank, n in progress.items() if n == least)
@@ -294,40 +364,18 @@ class SideRun:
         failure_class = FailureClass.HARNESS_ERROR if self.side == "reference" else FailureClass.DEADLOCK
         return make_failure(failure_class, message, rank=stuck[0], stacks=stacks, stderr=self._stderr())
 
-    def dump_stacks(self) -> dict[str, str]:
-        live = [s for s in self.ranks if s.process.poll() is None]
-        for state in live:
-            try:
-                os.kill(state.process.pid, signal.SIGUSR1)
-            except ProcessLookupError:
-                pass
-        time.sleep(1.0 if live else 0)
-        stacks = {}
-        for state in self.ranks:
-            text = _tail(Path(self.job["stack_dir"]) / f"rank{state.rank}.txt")
-            if text:
-                stacks[str(state.rank)] = text
-        return stacks
-
-    def kill_all(self) -> None:
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            live = [s for s in self.ranks if s.process.poll() is None]
-            for state in live:
-                try:
-                    os.killpg(state.process.pid, sig)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            deadline = time.monotonic() + self.limits.kill_grace_s
-            while live and time.monotonic() < deadline:
-                live = [s for s in live if s.process.poll() is None]
-                time.sleep(0.05)
-        for state in self.ranks:
-            try:
-                state.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
+    def dump_stacks(self, selector: selectors.BaseSelector, box: Any) -> dict[str, str]:
+        live = [s for s in self.ranks if s.returncode is None]
+        if live:
+            box.dump_stacks()
+            deadline = time.monotonic() + 1.0
+            while time.monotonic() < deadline:
+                self._read(selector, 0.1)
+        return {str(s.rank): s.stacks.decode(errors="replace") for s in self.ranks if s.stacks}
 
 
 def run_side(job: dict[str, Any], workdir: Path, limits: Limits, timing_s: float,
-             on_progress: Optional[ProgressHook] = None) -> SideResult:
-    return SideRun(job, workdir, limits, timing_s, on_progress).run()
+             on_progress: Optional[ProgressHook] = None, *, sandbox: bool = True,
+             resources: Optional[ResourceLimits] = None) -> SideResult:
+    """Run one side. Its outputs land in ``job["out_dir"]`` once every process of the side is gone."""
+    return SideRun(job, workdir, limits, timing_s, on_progress, sandbox=sandbox, resources=resources).run()

@@ -1,4 +1,4 @@
-"""Entry point of one rank process: ``python -m evaluator.rank_main JOB RANK STATUS_FD``.
+"""Entry point of one rank process: ``main()`` with arguments ``JOB RANK STATUS_FD STACK_FD``.
 
 One process per rank serves every task and trial of a job (never a launch per trial). It reports
 progress on the status channel; the parent enforces deadlines and kills it when it stalls.
@@ -106,11 +106,10 @@ def main() -> None:
     from .channel import TOKEN_ENV, RankChannel
 
     token = os.environ.pop(TOKEN_ENV, "")  # before any candidate code can read the environment
-    job_path, rank, fd = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    job_path, rank, fd, stack_fd = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     job = json.loads(Path(job_path).read_text())
-    # The parent sends SIGUSR1 before killing a stalled rank: every thread's Python stack lands here.
-    stacks = open(Path(job["stack_dir"]) / f"rank{rank}.txt", "w")  # noqa: SIM115 - lives as long as the process
-    faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
+    # Before a stalled rank is killed it gets SIGUSR1: every thread's Python stack goes down this pipe.
+    faulthandler.register(signal.SIGUSR1, file=os.fdopen(stack_fd, "w"), all_threads=True)
     warnings.filterwarnings("ignore", category=FutureWarning)
     channel = RankChannel(fd, rank, token)
     run(job, rank, channel)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from typing import Any, Literal, Optional, TypedDict
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 
 
 class FailureClass(str, enum.Enum):
@@ -29,6 +29,7 @@ class FailureClass(str, enum.Enum):
     DEADLOCK = "deadlock"  # a rank made no progress within the limit (deadlock or timeout)
     CRASH = "crash"  # a rank process died (signal, abort, os._exit)
     OUT_OF_MEMORY = "out_of_memory"
+    RESOURCE_LIMIT = "resource_limit"  # reached a sandbox limit: processes, disk, host memory
     HARNESS_ERROR = "harness_error"  # our fault: the reference side or the evaluator failed
 
 
@@ -153,6 +154,7 @@ class Report(TypedDict):
     trials: list[Trial]
     timing: Optional[Timing]
     hardware_profile: Optional[str]  # id of the hardware profile used for the roofline
+    sandbox: Literal["on", "off"]  # "off": candidate code ran unconfined (an operator's choice)
     software: dict[str, str]
     wall_time: WallTime
     started_at: str  # ISO 8601, UTC

@@ -99,10 +99,8 @@ def _run_tasks(tasks: list[dict[str, Any]], by_task: dict[int, Problem], world_s
         workdir = Path(tempfile.mkdtemp(prefix="pkb-suite-", dir=base))
         try:
             (workdir / "reference").mkdir()
-            (workdir / "reference-stacks").mkdir()
             job = {"side": "reference", "world_size": world_size, "device": device,
                    "backend": "nccl" if device == "cuda" else "gloo", "solution_path": None,
-                   "store_path": str(workdir / "store"), "stack_dir": str(workdir / "reference-stacks"),
                    "out_dir": str(workdir / "reference"), "tasks": tasks, "outputs": "fingerprints",
                    "threads": max(1, (os.cpu_count() or 1) // world_size),
                    "collective_timeout_s": limits.total_s}

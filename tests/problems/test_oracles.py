@@ -39,10 +39,8 @@ def reference_outputs() -> dict[str, list[list[torch.Tensor]]]:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         (work / "out").mkdir()
-        (work / "stacks").mkdir()
         job = {"side": "reference", "world_size": WORLD, "device": "cpu", "backend": "gloo",
-               "solution_path": None, "store_path": str(work / "store"), "stack_dir": str(work / "stacks"),
-               "out_dir": str(work / "out"), "threads": 1, "collective_timeout_s": 300, "tasks": tasks}
+               "solution_path": None, "out_dir": str(work / "out"), "threads": 1, "collective_timeout_s": 300, "tasks": tasks}
         result = run_side(job, work, Limits(startup_s=120, step_s=60, total_s=600), 0.0)
         assert result.ok, result.failure
         return {slug: [torch.load(work / "out" / f"task{i}_trial0_rank{r}.pt", weights_only=True)

@@ -1,0 +1,42 @@
+"""Confinement for the processes that run candidate code (and, for equal conditions, the reference).
+
+``open_box`` gives a side its box: ``ConfinedBox`` (Linux namespaces, the default) or
+``PlainBox`` (unconfined, only where an operator asked for it). docs/sandbox.md says what the
+confinement covers and what it does not.
+"""
+
+from __future__ import annotations
+
+import functools
+import tempfile
+from pathlib import Path
+
+from ..config import ResourceLimits
+from .box import Box, RankLaunch, SandboxError
+from .confined import ConfinedBox
+from .plain import PlainBox
+
+
+def open_box(side_dir: Path, inbox: Path, device: str, resources: ResourceLimits, *, confined: bool) -> Box:
+    if confined:
+        return ConfinedBox(side_dir, inbox, device, resources)
+    return PlainBox(side_dir, inbox)
+
+
+@functools.lru_cache(maxsize=None)
+def unavailable_reason() -> str | None:
+    """Why this host cannot confine a side (None: it can). Tried once per process."""
+    with tempfile.TemporaryDirectory(prefix="pkb-sandbox-probe-") as tmp:
+        inbox = Path(tmp) / "in"
+        inbox.mkdir()
+        box = ConfinedBox(Path(tmp), inbox, "cpu", ResourceLimits())
+        try:
+            box.start([])
+        except (SandboxError, OSError) as exc:
+            return str(exc)
+        finally:
+            box.close()
+    return None
+
+
+__all__ = ["Box", "RankLaunch", "SandboxError", "open_box", "unavailable_reason"]

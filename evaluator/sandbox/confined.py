@@ -1,0 +1,198 @@
+"""The confined box: one side's ranks inside Linux namespaces, set up by ``sandbox.init``.
+
+The evaluator (this process) starts the sandbox's entry, maps its user namespace (root of the
+namespace is an unprivileged host uid when we are root, else our own uid), and then talks to
+the side's init over two pipes. Output files are read from the init's root through
+``/proc/<init>/root``, after every other process of the side is dead, one path component at a
+time without following links.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from ..config import ResourceLimits
+from .box import RankLaunch, SandboxError, copy_regular_files
+from .policy import HOME, INBOX, REPO_ROOT, WORK, device_nodes, exposed_paths
+
+# The host uid that is root inside a side when the evaluator runs as root: owns nothing on the
+# host, so the side can write nothing there and signal nothing of ours.
+SANDBOX_HOST_ID = int(os.environ.get("PKB_SANDBOX_HOST_ID", "1610612736"))
+SETUP_TIMEOUT_S = 30.0
+ENTRY = (f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); "
+         "from evaluator.sandbox.init import main; main()")
+
+
+class ConfinedBox:
+    confined = True
+
+    def __init__(self, side_dir: Path, inbox: Path, device: str, resources: ResourceLimits) -> None:
+        self.side_dir = side_dir
+        self.host_inbox = inbox
+        self.device = device
+        self.resources = resources
+        self.inbox, self.work, self.home = INBOX, WORK, HOME
+        self.process: Optional[subprocess.Popen[bytes]] = None
+        self.init_pid: Optional[int] = None
+        self.buffer = b""
+        self.pending: list[dict[str, Any]] = []
+
+    def start(self, launches: list[RankLaunch]) -> None:
+        spec = {
+            "parent_pid": os.getpid(), "device": self.device, "exposed": exposed_paths(),
+            "devices": device_nodes(self.device), "inbox": str(self.host_inbox),
+            "inbox_inside": str(INBOX), "work": str(WORK), "home": str(HOME),
+            "limits": {"tasks_per_rank": self.resources.tasks_per_rank, "open_files": self.resources.open_files,
+                       "disk_bytes": self.resources.disk_bytes,
+                       "memory_bytes_per_rank": self.resources.memory_bytes_per_rank},
+            "ranks": [{"rank": l.rank, "argv": l.argv, "env": l.env, "pass_fds": list(l.pass_fds),
+                       "log_fd": l.log_fd} for l in launches],
+        }
+        fds = sorted({fd for l in launches for fd in (*l.pass_fds, l.log_fd)})
+        with open(self.side_dir / "sandbox.log", "wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-I", "-c", ENTRY], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=log, pass_fds=fds, start_new_session=True, env={"PATH": os.environ.get("PATH", "")})
+        try:
+            self._send(json.dumps(spec))
+            self._expect("userns")
+            map_ids(self.process.pid)
+            self._send("mapped")
+            self.init_pid = int(self._expect("init")["pid"])
+            self._expect("ready")
+        except BaseException:
+            self.close()
+            raise
+
+    def _send(self, line: str) -> None:
+        assert self.process is not None and self.process.stdin is not None
+        try:
+            self.process.stdin.write(line.encode() + b"\n")
+            self.process.stdin.flush()
+        except BrokenPipeError:
+            raise SandboxError(f"the sandbox exited during set-up: {self._log_tail()}") from None
+
+    def _expect(self, name: str) -> dict[str, Any]:
+        deadline = time.monotonic() + SETUP_TIMEOUT_S
+        while True:
+            for event in self._read(max(0.0, deadline - time.monotonic())):
+                if event.get("event") == "error":
+                    raise SandboxError(f"sandbox set-up failed: {event.get('message')}")
+                if event.get("event") == name:
+                    return event
+                self.pending.append(event)
+            if time.monotonic() > deadline:
+                raise SandboxError(f"the sandbox did not say {name!r} within {SETUP_TIMEOUT_S:.0f} s")
+
+    def _read(self, timeout: float) -> list[dict[str, Any]]:
+        assert self.process is not None and self.process.stdout is not None
+        fd = self.process.stdout.fileno()
+        readable, _, _ = select.select([fd], [], [], timeout)
+        if not readable:
+            return []
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            raise SandboxError(f"the sandbox exited (status {self.process.wait()}): {self._log_tail()}")
+        *lines, self.buffer = (self.buffer + chunk).split(b"\n")
+        events = []
+        for line in lines:
+            try:
+                events.append(json.loads(line))
+            except ValueError:
+                continue
+        return events
+
+    def _log_tail(self) -> str:
+        try:
+            return (self.side_dir / "sandbox.log").read_text(errors="replace")[-2000:].strip() or "no output"
+        except OSError:
+            return "no output"
+
+    def fileno(self) -> Optional[int]:
+        if self.process is None or self.process.stdout is None or self.process.stdout.closed:
+            return None
+        return self.process.stdout.fileno()
+
+    def events(self) -> list[dict[str, Any]]:
+        news, self.pending = self.pending, []
+        try:
+            news += self._read(0.0)
+        except SandboxError as exc:
+            # The init died: the kernel killed the whole side with it.
+            news.append({"event": "lost", "message": str(exc)})
+        return [e for e in news if e.get("event") in ("exit", "limit", "lost")]
+
+    def dump_stacks(self) -> None:
+        self._command("dump")
+
+    def _command(self, name: str) -> bool:
+        try:
+            self._send(name)
+            return True
+        except SandboxError:
+            return False
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        if self._command("stop"):
+            try:
+                self._expect("stopped")
+            except SandboxError:
+                self.close()
+
+    def copy_outputs(self, dest: Path) -> None:
+        if self.init_pid is None:
+            return
+        root = os.open(f"/proc/{self.init_pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        fds = [root]
+        try:
+            for part in (*WORK.parts[1:], "out"):
+                fds.append(os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                                   dir_fd=fds[-1]))
+            copy_regular_files(fds[-1], dest)
+        except OSError:
+            dest.mkdir(parents=True, exist_ok=True)  # no outputs: the judge reports what is missing
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def close(self) -> None:
+        if self.process is None:
+            return
+        for pid in (self.init_pid, self.process.pid):
+            if pid is not None:
+                try:
+                    os.kill(pid, signal.SIGKILL)  # the init's death takes its whole PID namespace
+                except (ProcessLookupError, PermissionError):
+                    pass
+        for stream in (self.process.stdin, self.process.stdout):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        self.process = None
+
+
+def map_ids(pid: int) -> None:
+    """Make the sandbox's root an unprivileged host id (or ours, when we are not root)."""
+    if os.geteuid() == 0:
+        uid = gid = SANDBOX_HOST_ID
+    else:
+        uid, gid = os.geteuid(), os.getegid()
+        Path(f"/proc/{pid}/setgroups").write_text("deny")
+    Path(f"/proc/{pid}/uid_map").write_text(f"0 {uid} 1\n")
+    Path(f"/proc/{pid}/gid_map").write_text(f"0 {gid} 1\n")

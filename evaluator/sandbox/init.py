@@ -1,0 +1,351 @@
+"""The sandbox's own processes, started as ``python -I -c`` by ``confined.ConfinedBox``.
+
+``main`` (the entry) drops root's supplementary groups, enters a new user namespace and waits for
+the evaluating parent to map its ids, then creates mount, network, IPC, UTS and PID namespaces
+and forks the side's init, which becomes PID 1 there. The init:
+
+- builds a fresh root on a tmpfs: the system, the interpreter and the harness's packages bound
+  read-only, a minimal /dev, a fresh /proc, /sys read-only, and one size-limited tmpfs for the
+  work directory, /tmp, /dev/shm and home;
+- brings up the loopback (the only interface) and starts the ranks, each in a user namespace of
+  its own with no capabilities, no new privileges and resource limits;
+- reports rank exits and resource limits on stdout, and on request signals the ranks (stack
+  dumps) or kills every process but itself. When it dies, the kernel kills every process in its
+  PID namespace: nothing a candidate starts outlives the side.
+
+Source paths are opened before ids change (O_PATH) and bound through ``/proc/self/fd``, so a
+host directory that only root can traverse (``/root/.pyenv``) can still be exposed read-only.
+Messages are JSON lines well under PIPE_BUF, so the entry and the init can share the pipe.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import resource
+import select
+import signal
+import socket
+import struct
+import subprocess
+import time
+from typing import Any
+
+from . import libc
+from .policy import SANDBOX_UID
+
+NEW_ROOT = "/tmp"  # in our private mount namespace; every source is opened before it is covered
+SCAN_INTERVAL_S = 0.1
+STOP_WAIT_S = 10.0
+MiB = 2**20
+
+
+def send(**event: Any) -> None:
+    data = (json.dumps(event)[:3500] + "\n").encode()
+    os.write(1, data)
+
+
+def read_line(fd: int) -> str:
+    """One line from ``fd``. The parent writes nothing more until we answer, so no read-ahead."""
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            raise EOFError("the evaluator closed the sandbox's control pipe")
+        data += chunk
+    return data.decode()
+
+
+def main() -> None:
+    try:
+        spec = json.loads(read_line(0))
+        if os.geteuid() == 0:
+            os.setgroups([])  # root's groups would otherwise follow every rank
+        libc.unshare(libc.CLONE_NEWUSER)
+        send(event="userns")
+        if read_line(0).strip() != "mapped":
+            raise RuntimeError("the evaluator did not map the sandbox's ids")
+        libc.prctl(libc.PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != spec["parent_pid"]:
+            os._exit(1)
+        libc.prctl(libc.PR_SET_DUMPABLE, 0)
+        libc.unshare(libc.CLONE_NEWNS | libc.CLONE_NEWNET | libc.CLONE_NEWIPC | libc.CLONE_NEWUTS
+                     | libc.CLONE_NEWPID)
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which decides
+        send(event="error", message=f"{type(exc).__name__}: {exc}")
+        os._exit(1)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            SideInit(spec).run()
+        except BaseException as exc:  # noqa: BLE001
+            send(event="error", message=f"{type(exc).__name__}: {exc}")
+        os._exit(1)
+    send(event="init", pid=pid)
+    os.closerange(0, 1)
+    os.closerange(3, 1 << 16)  # the ranks' pipes: only the ranks may hold them
+    _, status = os.waitpid(pid, 0)
+    os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+
+
+class SideInit:
+    """PID 1 of one side's namespaces."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.spec = spec
+        self.limits = spec["limits"]
+        self.ranks: dict[int, int] = {}  # pid -> rank
+        self.rank_ns: dict[str, int] = {}  # user namespace -> rank
+        self.popens: list[subprocess.Popen[bytes]] = []
+        self.limit_reported = False
+        self.commands = b""
+
+    def run(self) -> None:
+        libc.prctl(libc.PR_SET_PDEATHSIG, signal.SIGKILL)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        sources = self.open_sources()
+        os.setresgid(0, 0, 0)
+        os.setresuid(0, 0, 0)  # root of our user namespace: mapped, with its capabilities there
+        libc.prctl(libc.PR_SET_DUMPABLE, 0)  # changing ids reset it: ranks must not ptrace us
+        self.build_root(sources)
+        loopback_up()
+        libc.sethostname("pkb-sandbox")
+        self.start_ranks()
+        send(event="ready")
+        self.serve()
+
+    # -- the filesystem -------------------------------------------------------------------
+
+    def open_sources(self) -> dict[str, int]:
+        paths = list(self.spec["exposed"]) + list(self.spec["devices"]) + [self.spec["inbox"], "/sys"]
+        sources = {}
+        for path in paths:
+            if os.path.islink(path) and path in self.spec["exposed"]:
+                continue  # recreated as the same link inside
+            sources[path] = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        return sources
+
+    def build_root(self, sources: dict[str, int]) -> None:
+        libc.mount(None, "/", None, libc.MS_REC | libc.MS_PRIVATE)
+        libc.mount("tmpfs", NEW_ROOT, "tmpfs", libc.MS_NOSUID | libc.MS_NODEV, "size=16m,mode=755")
+        for path in self.spec["exposed"]:
+            if path not in sources:
+                target = NEW_ROOT + path
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                os.symlink(os.readlink(path), target)
+                continue
+            bind_read_only(sources[path], NEW_ROOT + path)
+        self.build_dev(sources)
+        os.makedirs(NEW_ROOT + "/proc")
+        libc.mount("proc", NEW_ROOT + "/proc", "proc", libc.MS_NOSUID | libc.MS_NODEV | libc.MS_NOEXEC)
+        bind_read_only(sources["/sys"], NEW_ROOT + "/sys")
+        bind_read_only(sources[self.spec["inbox"]], NEW_ROOT + self.spec["inbox_inside"])
+        self.build_work()
+        os.makedirs(NEW_ROOT + "/.old")
+        libc.pivot_root(NEW_ROOT, NEW_ROOT + "/.old")
+        os.chdir("/")
+        libc.umount("/.old", libc.MNT_DETACH)
+        os.rmdir("/.old")
+        libc.mount(None, "/", None, libc.MS_REMOUNT | libc.MS_BIND | libc.MS_RDONLY | libc.MS_NOSUID
+                   | libc.MS_NODEV)
+
+    def build_dev(self, sources: dict[str, int]) -> None:
+        dev = NEW_ROOT + "/dev"
+        os.makedirs(dev)
+        libc.mount("tmpfs", dev, "tmpfs", libc.MS_NOSUID | libc.MS_NOEXEC, "size=1m,mode=755")
+        for node in self.spec["devices"]:
+            target = NEW_ROOT + node
+            if os.path.isdir(f"/proc/self/fd/{sources[node]}"):
+                os.makedirs(target, exist_ok=True)
+            else:
+                open(target, "w").close()
+            libc.mount(f"/proc/self/fd/{sources[node]}", target, None, libc.MS_BIND)
+        for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                             ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+            os.symlink(target, f"{dev}/{name}")
+        os.makedirs(f"{dev}/shm")
+        libc.mount(None, dev, None, libc.MS_REMOUNT | libc.MS_RDONLY | libc.MS_NOSUID | libc.MS_NOEXEC)
+
+    def build_work(self) -> None:
+        work = NEW_ROOT + self.spec["work"]
+        os.makedirs(work)
+        libc.mount("tmpfs", work, "tmpfs", libc.MS_NOSUID | libc.MS_NODEV,
+                   f"size={self.limits['disk_bytes']},nr_inodes=1m,mode=755")
+        for name in ("tmp", "shm", "home", "out"):
+            os.makedirs(f"{work}/{name}")
+        os.chmod(f"{work}/tmp", 0o1777)
+        os.chmod(f"{work}/shm", 0o1777)
+        for name, target in (("tmp", "/tmp"), ("shm", "/dev/shm"), ("home", self.spec["home"])):
+            os.makedirs(NEW_ROOT + target, exist_ok=True)
+            libc.mount(f"{work}/{name}", NEW_ROOT + target, None, libc.MS_BIND)
+
+    # -- the ranks ------------------------------------------------------------------------
+
+    def start_ranks(self) -> None:
+        for launch in self.spec["ranks"]:
+            log = launch["log_fd"]
+            popen = subprocess.Popen(
+                launch["argv"], env=launch["env"], pass_fds=tuple(launch["pass_fds"]),
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=self.spec["work"],
+                preexec_fn=lambda: drop_privileges(self.limits, self.spec["device"]))
+            self.popens.append(popen)
+            self.ranks[popen.pid] = launch["rank"]
+            try:
+                self.rank_ns[os.readlink(f"/proc/{popen.pid}/ns/user")] = launch["rank"]
+            except OSError:
+                pass  # it exited already; its exit is reported below
+        for launch in self.spec["ranks"]:
+            for fd in {launch["log_fd"], *launch["pass_fds"]}:
+                os.close(fd)
+
+    def serve(self) -> None:
+        while True:
+            readable, _, _ = select.select([0], [], [], SCAN_INTERVAL_S)
+            if readable:
+                chunk = os.read(0, 4096)
+                if not chunk:
+                    kill_everyone()
+                    return
+                self.commands += chunk
+                *lines, self.commands = self.commands.split(b"\n")
+                for line in lines:
+                    self.command(line.decode().strip())
+            self.reap()
+            if not self.limit_reported:
+                self.check_limits()
+
+    def command(self, name: str) -> None:
+        if name == "dump":
+            for pid in self.ranks:
+                try:
+                    os.kill(pid, signal.SIGUSR1)
+                except ProcessLookupError:
+                    pass
+        elif name == "stop":
+            kill_everyone()
+            self.reap()
+            send(event="stopped")
+
+    def reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            rank = self.ranks.pop(pid, None)
+            if rank is not None:
+                send(event="exit", rank=rank, code=os.waitstatus_to_exitcode(status))
+
+    def check_limits(self) -> None:
+        tasks_limit = self.limits["tasks_per_rank"]
+        memory_limit = self.limits["memory_bytes_per_rank"]
+        for namespace, (tasks, rss) in usage_by_namespace().items():
+            rank = self.rank_ns.get(namespace)
+            who = f"rank {rank}" if rank is not None else "a process"
+            if tasks >= tasks_limit - 2:
+                return self.over_limit("processes", f"{who} reached the limit of {tasks_limit} processes "
+                                       "and threads", rank)
+            if rss > memory_limit:
+                return self.over_limit("memory", f"{who} used more than the limit of "
+                                       f"{memory_limit / 2**30:.0f} GiB of host memory", rank)
+        st = os.statvfs(self.spec["work"])
+        total = st.f_blocks * st.f_frsize
+        if st.f_bavail * st.f_frsize < max(MiB, total // 100) or st.f_favail < 64:
+            self.over_limit("disk", f"the side filled its {total / 2**30:.1f} GiB of disk (work directory, "
+                            "/tmp, /dev/shm and home together)", None)
+
+    def over_limit(self, what: str, message: str, rank: int | None) -> None:
+        self.limit_reported = True
+        send(event="limit", what=what, message=message, rank=rank)
+        kill_everyone()
+
+
+def bind_read_only(source_fd: int, target: str) -> None:
+    source = f"/proc/self/fd/{source_fd}"
+    if os.path.isdir(source):
+        os.makedirs(target, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        open(target, "w").close()
+    libc.mount(source, target, None, libc.MS_BIND | libc.MS_REC)
+    try:
+        libc.make_tree_read_only(target)
+    except OSError:
+        # Kernels before 5.12: the old remount, keeping the flags the host mount is locked with.
+        flags = os.statvfs(target).f_flag
+        kept = sum(bit for bit in (libc.MS_NOSUID, libc.MS_NODEV, libc.MS_NOEXEC, libc.MS_NOATIME,
+                                   libc.MS_NODIRATIME) if flags & bit)
+        libc.mount(None, target, None, libc.MS_REMOUNT | libc.MS_BIND | libc.MS_RDONLY | kept)
+
+
+def loopback_up() -> None:
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        request = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(sock, siocgifflags, request))[1]
+        fcntl.ioctl(sock, siocsifflags, struct.pack("16sH14x", b"lo", flags | iff_up))
+
+
+def drop_privileges(limits: dict[str, int], device: str) -> None:
+    """In a new rank, before exec: a user namespace of its own (uid 1000, no capabilities over the
+    init's namespaces), no new privileges, and its resource limits."""
+    libc.prctl(libc.PR_SET_DUMPABLE, 1)  # inherited 0 from the init hides /proc/self from us
+    libc.unshare(libc.CLONE_NEWUSER)
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{SANDBOX_UID} 0 1"),
+                       ("gid_map", f"{SANDBOX_UID} 0 1")):
+        with open(f"/proc/self/{name}", "w") as handle:
+            handle.write(text)
+    resource.setrlimit(resource.RLIMIT_NPROC, (limits["tasks_per_rank"], limits["tasks_per_rank"]))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limits["open_files"], limits["open_files"]))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits["disk_bytes"], limits["disk_bytes"]))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if device == "cpu":  # CUDA reserves far more address space than it uses: GPU ranks are watched
+        resource.setrlimit(resource.RLIMIT_AS, (limits["memory_bytes_per_rank"], limits["memory_bytes_per_rank"]))
+    libc.prctl(libc.PR_SET_NO_NEW_PRIVS, 1)
+
+
+def usage_by_namespace() -> dict[str, tuple[int, int]]:
+    """(tasks, resident bytes) of every process but us, summed per user namespace."""
+    groups: dict[str, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or name == "1":
+            continue
+        try:
+            namespace = os.readlink(f"/proc/{name}/ns/user")
+            with open(f"/proc/{name}/status", "rb") as handle:
+                status = handle.read()
+        except OSError:
+            continue
+        threads = rss = 0
+        for line in status.splitlines():
+            if line.startswith(b"Threads:"):
+                threads = int(line.split()[1])
+            elif line.startswith(b"VmRSS:"):
+                rss = int(line.split()[1]) * 1024
+        group = groups.setdefault(namespace, [0, 0])
+        group[0] += threads
+        group[1] += rss
+    return {k: (v[0], v[1]) for k, v in groups.items()}
+
+
+def kill_everyone() -> None:
+    """SIGKILL to every process of the namespace but us, then reap them."""
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    deadline = time.monotonic() + STOP_WAIT_S
+    while time.monotonic() < deadline:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            time.sleep(0.01)
+
+
+if __name__ == "__main__":
+    main()

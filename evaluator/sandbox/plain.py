@@ -1,0 +1,85 @@
+"""The unconfined box: ranks are plain child processes of the evaluator.
+
+For hosts without user namespaces, where an operator chose to run anyway; reports say
+``sandbox: off``. Ranks still get the clean environment and a private work directory, and each
+runs in its own process session so that a kill takes what it started with it (``setsid`` escapes
+that: only the confined box promises that nothing outlives a side).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from .box import RankLaunch, copy_regular_files
+
+
+class PlainBox:
+    confined = False
+
+    def __init__(self, side_dir: Path, inbox: Path) -> None:
+        self.inbox = inbox
+        self.work = side_dir / "work"
+        self.home = self.work / "home"
+        for sub in ("tmp", "home", "out"):
+            (self.work / sub).mkdir(parents=True, exist_ok=True)
+        self.processes: dict[int, subprocess.Popen[bytes]] = {}
+        self.reported: set[int] = set()
+
+    def start(self, launches: list[RankLaunch]) -> None:
+        for launch in launches:
+            self.processes[launch.rank] = subprocess.Popen(
+                launch.argv, env=launch.env, pass_fds=launch.pass_fds, stdin=subprocess.DEVNULL,
+                stdout=launch.log_fd, stderr=launch.log_fd, cwd=str(self.work), start_new_session=True)
+
+    def fileno(self) -> Optional[int]:
+        return None
+
+    def events(self) -> list[dict[str, Any]]:
+        news = []
+        for rank, process in self.processes.items():
+            code = process.poll()
+            if code is not None and rank not in self.reported:
+                self.reported.add(rank)
+                news.append({"event": "exit", "rank": rank, "code": code})
+        return news
+
+    def dump_stacks(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                try:
+                    os.kill(process.pid, signal.SIGUSR1)
+                except ProcessLookupError:
+                    pass
+
+    def stop(self, grace_s: float = 2.0) -> None:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            live = [p for p in self.processes.values() if p.poll() is None]
+            for process in live:
+                try:
+                    os.killpg(process.pid, sig)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            deadline = time.monotonic() + grace_s
+            while live and time.monotonic() < deadline:
+                live = [p for p in live if p.poll() is None]
+                time.sleep(0.02)
+        for process in self.processes.values():
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+
+    def copy_outputs(self, dest: Path) -> None:
+        fd = os.open(self.work / "out", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            copy_regular_files(fd, dest)
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        self.stop()
