@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import selectors
 import shutil
 import signal
@@ -117,8 +118,11 @@ class SideRun:
         job["store_path"] = str(box.work / "store")
         job["out_dir"] = str(box.work / "out")
         if job.get("solution_path"):
-            shutil.copyfile(job["solution_path"], self.inbox / "solution.py")
-            job["solution_path"] = str(box.inbox / "solution.py")
+            # Its own name, so that tracebacks and stacks point at the file the author knows.
+            name = Path(job["solution_path"]).name
+            name = name if re.fullmatch(r"[A-Za-z0-9_.-]{1,100}\.py", name) and name != "job.json" else "solution.py"
+            shutil.copyfile(job["solution_path"], self.inbox / name)
+            job["solution_path"] = str(box.inbox / name)
         return job
 
     def start(self) -> Any:

@@ -1,5 +1,5 @@
 """BROKEN on purpose (all-reduce): computes correctly but deletes the output files the harness
-wrote for earlier trials (rank processes run inside the evaluation's work folder). The harness
+wrote for earlier trials (rank processes run in their side's work folder, outputs in `out/`). The harness
 must report PROTOCOL_VIOLATION instead of crashing while it judges."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import torch.distributed as dist
 
 
 def solution(x: torch.Tensor, *, group: dist.ProcessGroup) -> torch.Tensor:
-    for path in glob.glob(os.path.join("candidate", "*.pt")):
+    for path in glob.glob(os.path.join("out", "*.pt")):
         with contextlib.suppress(FileNotFoundError):  # its peer may have got there first
             os.remove(path)
     out = x.clone()

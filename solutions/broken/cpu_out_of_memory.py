@@ -1,5 +1,6 @@
 """BROKEN on purpose (all-reduce): asks for far more host memory than exists. The harness must
-report OUT_OF_MEMORY, not a generic runtime error."""
+report RESOURCE_LIMIT naming the sandbox's memory limit (OUT_OF_MEMORY with the sandbox off), not a
+generic runtime error."""
 
 from __future__ import annotations
 

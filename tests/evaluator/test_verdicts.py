@@ -78,7 +78,7 @@ def test_it_reports_a_syntax_error_without_starting_ranks(run_eval):
     ("raises", "runtime_error", "rank 1 cannot handle this shape"),
     ("wrong_shape", "shape_mismatch", "has shape (2056,), expected (4113,)"),
     ("wrong_signature", "signature_mismatch", "keywords x, group"),
-    ("out_of_memory", "out_of_memory", "out of memory while running the solution"),
+    ("out_of_memory", "resource_limit", "(the limit is 64 GiB of host memory per rank)"),
     ("deletes_outputs", "protocol_violation", "no readable outputs for trial0"),
     ("import_error", "import_error", "pkb_module_that_does_not_exist"),
     ("no_solution", "missing_solution", "no top-level `solution`"),
