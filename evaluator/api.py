@@ -31,6 +31,7 @@ from .launcher import ProgressHook, SideResult, run_side
 from .report import (SCHEMA_VERSION, Failure, FailureClass, RankCheck, Report, SideTiming,
                      Timing, Trial, WallTime, make_failure)
 from .roofline import roofline
+from .sandbox import unavailable_reason
 from .stats import slowest_rank_per_iteration, summarize
 
 # Work that keeps running on another stream after the solution returned shows up as a gap
@@ -116,6 +117,9 @@ class Evaluation:
         if config.device == "cuda" and torch.cuda.device_count() < config.world_size:
             raise ValueError(f"world size {config.world_size} needs {config.world_size} GPUs; "
                              f"this host has {torch.cuda.device_count()}")
+        if config.sandbox and (reason := unavailable_reason()) is not None:
+            raise ValueError(f"this host cannot confine candidate code ({reason}); see docs/sandbox.md, "
+                             "or pass --no-sandbox (EvalConfig(sandbox=False)) to run it unconfined")
         self.source = read_solution(config.solution_path)
         base = config.seed if config.seed is not None else secrets.randbelow(2**31)
         self.seeds = [_derive_seed(base, "trial", i) % 2**31 for i in range(config.trials)]

@@ -26,6 +26,8 @@ def _add_eval(sub: Any) -> None:
     p.add_argument("--startup-timeout", type=float, default=Limits.startup_s)
     p.add_argument("--step-timeout", type=float, default=Limits.step_s)
     p.add_argument("--json", type=Path, default=None, help="write the report here")
+    p.add_argument("--no-sandbox", action="store_true",
+                   help="run candidate code unconfined, with your rights (the report says sandbox: off)")
     p.add_argument("--progress", action="store_true",
                    help="print one 'PKB-PROGRESS {json}' line to stderr per step (for workers)")
 
@@ -65,7 +67,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     config = EvalConfig(problem=args.problem, solution_path=args.solution, world_size=args.world_size,
                         device=args.device, dtype=args.dtype, size=args.size, trials=args.trials,
                         seed=args.seed, timing=not args.no_timing, hardware_profile=args.hardware,
-                        limits=Limits(startup_s=args.startup_timeout, step_s=args.step_timeout))
+                        limits=Limits(startup_s=args.startup_timeout, step_s=args.step_timeout),
+                        sandbox=not args.no_sandbox)
+    if args.no_sandbox:
+        print("pkb eval: warning: --no-sandbox: the candidate runs with your rights, network and files",
+              file=sys.stderr)
     report = evaluate(config, _print_progress if args.progress else None)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

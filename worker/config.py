@@ -40,6 +40,9 @@ class WorkerConfig:
     post_retries: int = field(default_factory=lambda: _int("PKB_WORKER_POST_RETRIES", 5))
     eval_command: list[str] = field(default_factory=_eval_command)
     name: str = field(default_factory=lambda: os.environ.get("PKB_WORKER_NAME", ""))
+    # An operator's explicit choice to evaluate where the sandbox cannot work (reports say so).
+    allow_unsandboxed: bool = field(default_factory=lambda: os.environ.get(
+        "PKB_WORKER_ALLOW_UNSANDBOXED", "") == "1")
 
     @property
     def task_time_limit(self) -> int:

@@ -29,7 +29,8 @@ class RunResult:
     seconds: float
 
 
-def command_for(job: dict[str, Any], eval_command: list[str], solution: Path, out: Path) -> list[str]:
+def command_for(job: dict[str, Any], eval_command: list[str], solution: Path, out: Path,
+                extra: tuple[str, ...] = ()) -> list[str]:
     cmd = [*eval_command, "eval", "--problem", str(job["problem"]), "--solution", str(solution),
            "--world-size", str(int(job["world_size"])), "--device", str(job["device"]),
            "--size", str(job["size"]), "--trials", str(int(job.get("trials") or 5)),
@@ -38,7 +39,7 @@ def command_for(job: dict[str, Any], eval_command: list[str], solution: Path, ou
         cmd += ["--dtype", str(job["dtype"])]
     if job.get("hardware_profile"):
         cmd += ["--hardware", str(job["hardware_profile"])]
-    return cmd
+    return cmd + list(extra)
 
 
 def _kill_session(proc: subprocess.Popen[bytes], grace_s: float = 3.0) -> None:
@@ -67,14 +68,14 @@ def _pump(stream: Any, sink: list[str], tracker: progress.Tracker,
 
 
 def run(job: dict[str, Any], eval_command: list[str], timeout_s: float,
-        on_progress: Callable[[Progress], None] = lambda _: None) -> RunResult:
+        on_progress: Callable[[Progress], None] = lambda _: None, extra: tuple[str, ...] = ()) -> RunResult:
     """Runs `pkb eval --progress`; ``on_progress`` gets each step as rank 0 of a side reports."""
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f"pkb-{job['submission_id']}-") as tmp:
         solution, out = Path(tmp) / "solution.py", Path(tmp) / "report.json"
         solution.write_text(job["source"], encoding="utf-8")
         env = {**os.environ, **SAFE_GPU_ENV, "PYTHONUNBUFFERED": "1"}
-        proc = subprocess.Popen(command_for(job, eval_command, solution, out), cwd=tmp, env=env,
+        proc = subprocess.Popen(command_for(job, eval_command, solution, out, extra), cwd=tmp, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 start_new_session=True)
         lines: list[str] = []

@@ -8,8 +8,9 @@ import socket
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
+from celery.signals import worker_init
 
-from . import callback, progress, runner
+from . import callback, confinement, progress, runner
 from .app import app
 from .config import WorkerConfig
 
@@ -39,11 +40,15 @@ def evaluate_job(job: dict[str, Any], config: WorkerConfig | None = None) -> str
         except Exception as exc:  # status is advisory; the report is what counts
             log.warning("status %s for %s not delivered: %s", value, job["submission_id"], exc)
 
+    try:
+        flags = tuple(confinement.sandbox_flags(config))
+    except confinement.SandboxUnavailable as exc:
+        return _post(job, config, {"error": f"The worker refused the job: {exc}.", "worker": name}, "refused")
     status("compiling", "starting the evaluator")
     limit = min(float(job.get("timeout_s") or config.max_eval_s), float(config.max_eval_s))
     sender = progress.LatestSender(lambda p: status(p.status, p.step))
     try:
-        result = runner.run(job, config.eval_command, limit, on_progress=sender.put)
+        result = runner.run(job, config.eval_command, limit, on_progress=sender.put, extra=flags)
     finally:
         sender.close()
     if result.report is not None:
@@ -57,12 +62,22 @@ def evaluate_job(job: dict[str, Any], config: WorkerConfig | None = None) -> str
         payload = {"error": f"The evaluator exited with code {result.exit_code} without writing "
                             "a report.", "output": result.output_tail, "worker": name}
         outcome = "no-report"
+    return _post(job, config, payload, outcome)
+
+
+def _post(job: dict[str, Any], config: WorkerConfig, payload: dict[str, Any], outcome: str) -> str:
     try:
-        callback.post(_url(job, config, "report"), token, payload, retries=config.post_retries)
+        callback.post(_url(job, config, "report"), job["token"], payload, retries=config.post_retries)
     except callback.CallbackRejected as exc:
         log.warning("portal refused the result of %s: %s", job["submission_id"], exc)
         return "rejected"
     return outcome
+
+
+@worker_init.connect
+def refuse_to_start_unconfined(**_: Any) -> None:
+    """A worker that cannot confine candidates does not take jobs unless its operator said so."""
+    confinement.sandbox_flags(WorkerConfig())
 
 
 @app.task(name="pkb.evaluate", bind=True, acks_late=True, reject_on_worker_lost=True,

@@ -37,6 +37,8 @@ def report_view(sub: Submission) -> dict[str, Any] | None:
         "software": report.get("software") or {},
         "wall_time": report.get("wall_time") or {},
         "roofline": timing.get("roofline") or None,
+        # Reports before schema 1.2 say nothing about confinement: only an explicit "off" is marked.
+        "unconfined": report.get("sandbox") == "off",
     }
 
 
