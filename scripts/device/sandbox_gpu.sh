@@ -24,7 +24,7 @@ for pair in $CANDIDATES; do
     start=$(date +%s.%N)
     $PKB eval --problem "$slug" --solution "$file" --world-size "$N" --device cuda $flag \
       --json "$OUT/$name-$mode.json" > "$OUT/$name-$mode.log" 2>&1
-    echo "$name $mode rc=$? $(echo "$(date +%s.%N) - $start" | bc) s: $(grep -E '^(verdict|failure|reference)' "$OUT/$name-$mode.log" | tr '\n' ' ' | cut -c1-300)"
+    rc=$?; echo "$name $mode rc=$rc $(python3 -c "import time; print(round(time.time() - $start, 1))") s: $(grep -E '^(verdict|failure|reference)' "$OUT/$name-$mode.log" | tr '\n' ' ' | cut -c1-300)"
   done
 done
 python3 - "$OUT" <<'PY'
