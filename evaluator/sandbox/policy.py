@@ -87,11 +87,24 @@ def exposed_paths(source: dict[str, str] | None = None) -> list[str]:
     for name in ("LD_LIBRARY_PATH", "LIBRARY_PATH"):
         wanted += [p for p in source.get(name, "").split(":") if os.path.isabs(p)]
     wanted += [source[name] for name in ("CUDA_HOME", "CUDA_PATH") if os.path.isabs(source.get(name, ""))]
+    wanted += compiler_prefixes(source)
     chosen: list[str] = []
     for path in sorted({os.path.normpath(p) for p in wanted if os.path.lexists(p)}, key=len):
         if not any(path == c or path.startswith(c.rstrip("/") + "/") for c in chosen):
             chosen.append(path)
     return chosen
+
+
+def compiler_prefixes(source: dict[str, str]) -> list[str]:
+    """Where the compilers named by CC, CXX and CUDAHOSTCXX live (``/opt/gcc`` for ``/opt/gcc/bin/g++``):
+    torch's extension builds and nvcc call them by these names."""
+    prefixes = []
+    for name in ("CC", "CXX", "CUDAHOSTCXX"):
+        path = source.get(name, "").split(" ")[0]
+        if os.path.isabs(path):
+            folder = os.path.dirname(os.path.realpath(path))
+            prefixes.append(os.path.dirname(folder) if os.path.basename(folder) == "bin" else folder)
+    return prefixes
 
 
 def device_nodes(device: str) -> list[str]:

@@ -86,9 +86,10 @@ def run_rank(confined: bool) -> dict:
         box = open_box(Path(tmp), inbox, "cuda", ResourceLimits(), confined=confined)
         read, write = os.pipe()
         env = rank_env("cuda", 4, home=box.home, work=box.work, confined=confined)
-        code = RANK.replace("REPO", repr(str(REPO)))
+        # A file, not `-c`: Triton reads a kernel's source from the file that defines it.
+        (inbox / "smoke.py").write_text(RANK.replace("REPO", repr(str(REPO))))
         started = time.perf_counter()
-        box.start([RankLaunch(0, [sys.executable, "-I", "-c", code], env, (), write)])
+        box.start([RankLaunch(0, [sys.executable, "-I", str(box.inbox / "smoke.py")], env, (), write)])
         os.close(write)
         output = b""
         while chunk := os.read(read, 65536):
