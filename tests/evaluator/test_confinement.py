@@ -1,0 +1,96 @@
+"""The sandbox as the evaluator uses it: both modes give the same verdicts, reports say which
+mode ran, a host that cannot confine is refused clearly, and outputs are copied out safely."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from evaluator import api
+from evaluator.api import evaluate
+from evaluator.cli import main
+from evaluator.config import EvalConfig
+from evaluator.sandbox.box import copy_regular_files
+from evaluator.sandbox.policy import exposed_paths, rank_env
+
+from .conftest import SOLUTIONS, TEST_LIMITS
+
+CORRECT = SOLUTIONS / "cpu_correct.py"
+
+
+def config(**overrides) -> EvalConfig:
+    values = dict(problem="all-reduce", solution_path=CORRECT, world_size=2, device="cpu", size="small",
+                  trials=2, seed=3, limits=TEST_LIMITS)
+    values.update(overrides)
+    return EvalConfig(**values)
+
+
+@pytest.mark.confined
+@pytest.mark.parametrize("sandbox", [True, False])
+def test_the_report_says_whether_the_candidate_ran_confined(sandbox):
+    report = evaluate(config(sandbox=sandbox))
+    assert report["verdict"] == "pass", report["failure"]
+    assert report["sandbox"] == ("on" if sandbox else "off")
+
+
+@pytest.mark.confined
+def test_a_correct_candidate_passes_confined_at_world_size_eight():
+    report = evaluate(config(world_size=8, trials=1, timing=False))
+    assert report["verdict"] == "pass", report["failure"]
+    assert len(report["trials"][0]["ranks"]) == 8
+
+
+@pytest.mark.confined
+def test_a_host_that_cannot_confine_is_refused_with_the_reason(monkeypatch):
+    monkeypatch.setattr(api, "unavailable_reason", lambda: "unshare: Operation not permitted")
+    with pytest.raises(ValueError, match=r"cannot confine candidate code \(unshare: Operation not permitted\).*--no-sandbox"):
+        evaluate(config())
+    assert evaluate(config(sandbox=False, timing=False))["sandbox"] == "off"
+
+
+def test_pkb_eval_warns_when_told_to_run_unconfined(capsys):
+    assert main(["eval", "--problem", "all-reduce", "--solution", str(CORRECT), "--world-size", "2",
+                 "--size", "small", "--trials", "1", "--no-timing", "--no-sandbox"]) == 0
+    captured = capsys.readouterr()
+    assert "warning: --no-sandbox" in captured.err
+    assert "verdict: PASS" in captured.out
+
+
+def test_ranks_get_no_variable_they_were_not_given():
+    source = {"PATH": "/usr/bin", "PKB_BROKER_URL": "redis://secret", "DATABASE_URL": "postgres://x",
+              "PKB_WORKER_TOKEN": "t", "NCCL_DEBUG": "WARN", "AWS_SECRET_ACCESS_KEY": "k", "LD_PRELOAD": "/x.so"}
+    env = rank_env("cpu", 1, home=Path("/pkb/home"), work=Path("/pkb/work"), confined=True, source=source)
+    assert env["PATH"] == "/usr/bin" and env["NCCL_DEBUG"] == "WARN"
+    for name in ("PKB_BROKER_URL", "DATABASE_URL", "PKB_WORKER_TOKEN", "AWS_SECRET_ACCESS_KEY", "LD_PRELOAD"):
+        assert name not in env
+    assert env["NCCL_NVLS_ENABLE"] == "0" and env["GLOO_SOCKET_IFNAME"] == "lo"
+
+
+def test_only_the_harness_packages_of_the_checkout_are_exposed():
+    repo = str(Path(__file__).resolve().parents[2])
+    exposed = exposed_paths()
+    assert repo not in exposed
+    assert {f"{repo}/evaluator", f"{repo}/problems"} <= set(exposed)
+    assert not any(p.startswith(f"{repo}/portal") or p.startswith(f"{repo}/var") for p in exposed)
+
+
+def test_copying_outputs_skips_links_fifos_and_other_names(tmp_path):
+    source, dest = tmp_path / "out", tmp_path / "dest"
+    source.mkdir()
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host secret")
+    (source / "task0_trial0_rank0.pt").write_bytes(b"real")
+    os.symlink(secret, source / "task0_trial1_rank0.pt")
+    os.link(source / "task0_trial0_rank0.pt", source / "task0_timed_rank1.pt")  # now two links each
+    os.mkfifo(source / "task0_trial0_rank1.pt")
+    (source / "notes.txt").write_text("not an output")
+    (source / "task0_trial2_rank0.pt").write_bytes(b"ok")
+    fd = os.open(source, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        copy_regular_files(fd, dest)
+    finally:
+        os.close(fd)
+    assert sorted(p.name for p in dest.iterdir()) == ["task0_trial2_rank0.pt"]
+    assert (dest / "task0_trial2_rank0.pt").read_bytes() == b"ok"

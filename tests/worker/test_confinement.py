@@ -1,0 +1,49 @@
+"""A worker runs strangers' code only confined, unless its operator explicitly says otherwise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from worker import confinement, runner
+from worker.config import WorkerConfig
+
+
+def test_a_worker_where_the_sandbox_works_adds_no_flag(monkeypatch):
+    monkeypatch.setattr(confinement, "unavailable_reason", lambda: None)
+    assert confinement.sandbox_flags(WorkerConfig()) == []
+
+
+def test_a_worker_that_cannot_confine_refuses_jobs(monkeypatch):
+    monkeypatch.setattr(confinement, "unavailable_reason", lambda: "no user namespaces")
+    monkeypatch.delenv("PKB_WORKER_ALLOW_UNSANDBOXED", raising=False)
+    with pytest.raises(confinement.SandboxUnavailable, match="no user namespaces.*PKB_WORKER_ALLOW_UNSANDBOXED=1"):
+        confinement.sandbox_flags(WorkerConfig())
+
+
+def test_an_operator_override_runs_unconfined_and_says_so(monkeypatch, caplog):
+    monkeypatch.setattr(confinement, "unavailable_reason", lambda: "no user namespaces")
+    monkeypatch.setenv("PKB_WORKER_ALLOW_UNSANDBOXED", "1")
+    assert confinement.sandbox_flags(WorkerConfig()) == ["--no-sandbox"]
+    assert "WITHOUT the sandbox" in caplog.text
+
+
+def test_the_flag_reaches_the_evaluator_command_line():
+    job = {"problem": "all-reduce", "world_size": 2, "device": "cpu", "size": "small", "trials": 1}
+    command = runner.command_for(job, ["pkb"], Path("s.py"), Path("r.json"), ("--no-sandbox",))
+    assert command[-1] == "--no-sandbox" and command[:2] == ["pkb", "eval"]
+
+
+def test_a_refused_job_is_reported_to_the_portal_not_run(monkeypatch):
+    from worker import tasks
+
+    monkeypatch.setattr(confinement, "unavailable_reason", lambda: "no user namespaces")
+    monkeypatch.delenv("PKB_WORKER_ALLOW_UNSANDBOXED", raising=False)
+    posted = []
+    monkeypatch.setattr(tasks.callback, "post", lambda url, token, payload, retries: posted.append((url, payload)))
+    monkeypatch.setattr(tasks.runner, "run", lambda *a, **k: pytest.fail("a refused job must not run"))
+    job = {"submission_id": 7, "token": "t", "callback_url": "http://portal/api/v1/worker/submissions/7/"}
+    assert tasks.evaluate_job(job, WorkerConfig()) == "refused"
+    assert posted[-1][0].endswith("/7/report/")
+    assert "refused the job" in posted[-1][1]["error"] and "no user namespaces" in posted[-1][1]["error"]
