@@ -13,11 +13,12 @@ import contextlib
 import datetime
 import hashlib
 import os
+import re
 import secrets
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Optional, Sequence
 
 import torch
 
@@ -32,6 +33,7 @@ from .report import (SCHEMA_VERSION, Failure, FailureClass, RankCheck, Report, S
                      Timing, Trial, WallTime, make_failure)
 from .roofline import roofline
 from .sandbox import unavailable_reason
+from .rank_runner import CHECKED_COPIES, call_seed
 from .stats import slowest_rank_per_iteration, summarize
 
 # Work that keeps running on another stream after the solution returned shows up as a gap
@@ -129,14 +131,18 @@ class Evaluation:
                         if config.timing else None)
         self.started_at = _now()
 
-    def job(self, side: str, workdir: Path) -> dict[str, Any]:
+    def job(self, side: str, workdir: Path, timed_calls: Sequence[int] = ()) -> dict[str, Any]:
+        """``timed_calls``: candidate calls whose outputs the reference recomputes as extra trials."""
         out_dir = workdir / side  # where the side's outputs land once all of its processes are gone
         out_dir.mkdir(exist_ok=True)
         cpus = os.cpu_count() or 1
+        trials = [{"index": i, "seed": s} for i, s in enumerate(self.seeds)]
+        trials += [{"index": len(trials) + i, "seed": call_seed(self.timing_seed, n), "label": f"recheck of timed call {n}"}
+                   for i, n in enumerate(timed_calls)]
         task = {
             "task": 0, "problem": self.problem.slug, "size": self.config.size,
             "dtype": dtype_name(self.dtype),
-            "trials": [{"index": i, "seed": s} for i, s in enumerate(self.seeds)],
+            "trials": trials,
             "timing": self.timing.__dict__ if self.timing else None,
             "timing_seed": self.timing_seed,
         }
@@ -149,8 +155,8 @@ class Evaluation:
             "collective_timeout_s": self.config.limits.total_s,
         }
 
-    def run_side(self, side: str, workdir: Path) -> SideResult:
-        return run_side(self.job(side, workdir), workdir, self.config.limits, self.timing_limit(),
+    def run_side(self, side: str, workdir: Path, timed_calls: Sequence[int] = ()) -> SideResult:
+        return run_side(self.job(side, workdir, timed_calls), workdir, self.config.limits, self.timing_limit(),
                         self.on_progress, sandbox=self.config.sandbox, resources=self.config.resources)
 
     def timing_limit(self) -> float:
@@ -168,7 +174,10 @@ class Evaluation:
             if not candidate.ok:
                 return self.report(candidate.failure, [], None, candidate, None)
             hashes = _hash_outputs(workdir / "candidate")
-            reference = self.run_side("reference", workdir)
+            timed_calls, missing = self.timed_calls(candidate, workdir / "candidate")
+            if missing is not None:
+                return self.report(missing, [], None, candidate, None)
+            reference = self.run_side("reference", workdir, timed_calls)
             if not reference.ok:
                 return self.report(reference.failure, [], None, candidate, reference)
             changed = [name for name, digest in _hash_outputs(workdir / "candidate").items()
@@ -177,25 +186,42 @@ class Evaluation:
                 tampered = make_failure(FailureClass.PROTOCOL_VIOLATION,
                                     f"candidate output files changed after its ranks finished: {changed[:3]}")
                 return self.report(tampered, [], None, candidate, reference)
-            trials, failure = self.judge(workdir)
+            trials, failure = self.judge(workdir, timed_calls)
             timing = None
             if failure is None and self.timing:
                 timing, failure = self.score(candidate, reference)
             return self.report(failure, trials, timing, candidate, reference)
 
-    def judge(self, workdir: Path) -> tuple[list[Trial], Optional[Failure]]:
+    def timed_calls(self, candidate: SideResult, outputs: Path) -> tuple[list[int], Optional[Failure]]:
+        """The timed calls whose outputs the candidate's ranks kept: the latest call in each of
+        the first CHECKED_COPIES slots of the input rotation, the same on every rank."""
+        if not self.timing:
+            return [], None
+        event = candidate.times.get((0, 0)) or {}
+        calls, count = len(event.get("times_ms") or []), int(event.get("copies") or 0)
+        expected = sorted(n for n in range(max(0, calls - count), calls) if n % max(count, 1) < CHECKED_COPIES)
+        for rank in range(self.config.world_size):
+            found = sorted(int(m.group(1)) for p in outputs.glob(f"task0_timed*_rank{rank}.pt")
+                           if (m := re.fullmatch(rf"task0_timed(\d+)_rank{rank}\.pt", p.name)))
+            if found != expected or not expected:
+                return [], make_failure(FailureClass.PROTOCOL_VIOLATION,
+                                        f"rank {rank}: the outputs of timed calls {expected} were expected, "
+                                        f"found {found[:8]}", rank=rank)
+        return expected, None
+
+    def judge(self, workdir: Path, timed_calls: Sequence[int] = ()) -> tuple[list[Trial], Optional[Failure]]:
         tol = self.problem.tolerance(self.dtype)
         trials: list[Trial] = []
         failure: Optional[Failure] = None
-        labels = [(i, s, "correctness", f"trial{i}") for i, s in enumerate(self.seeds)]
-        if self.timing:
-            labels.append((len(self.seeds), self.timing_seed, "timed", "timed"))
-        for index, seed, kind, label in labels:
+        labels = [(i, s, "correctness", f"trial{i}", f"trial{i}") for i, s in enumerate(self.seeds)]
+        # Timed calls, recomputed by the reference as trials after the seeded ones.
+        labels += [(len(self.seeds) + i, call_seed(self.timing_seed, n), "timed", f"timed{n}",
+                    f"trial{len(self.seeds) + i}") for i, n in enumerate(timed_calls)]
+        for index, seed, kind, label, reference_label in labels:
             ranks: list[RankCheck] = []
             for rank in range(self.config.world_size):
-                name = f"task0_{label}_rank{rank}.pt"
-                want = torch.load(workdir / "reference" / name, weights_only=True)
-                got = _load_candidate_outputs(workdir / "candidate" / name)
+                want = torch.load(workdir / "reference" / f"task0_{reference_label}_rank{rank}.pt", weights_only=True)
+                got = _load_candidate_outputs(workdir / "candidate" / f"task0_{label}_rank{rank}.pt")
                 if got is None:
                     # The harness writes every file before its rank says "done": a missing or
                     # unreadable one means candidate code got in the way.
@@ -206,7 +232,7 @@ class Evaluation:
                 ranks.append(RankCheck(rank=rank, passed=all(c["status"] == "ok" for c in checks), outputs=checks))
                 bad = next((c for c in checks if c["status"] != "ok"), None)
                 if bad is not None and failure is None:
-                    what = "a timed iteration" if kind == "timed" else f"trial {index}"
+                    what = f"timed call {label.removeprefix('timed')}" if kind == "timed" else f"trial {index}"
                     failure = make_failure(FailureClass(bad["status"]), f"rank {rank}, {what}: {describe(bad)}",
                                        rank=rank, trial=index, output=bad["index"])
             trials.append(Trial(index=index, seed=seed, kind=kind,  # type: ignore[typeddict-item]

@@ -25,6 +25,7 @@ from .channel import DONE, ERROR, READY, STEP, TIMES, TOKEN_ENV, new_token, pars
 from .config import Limits, ResourceLimits
 from .report import Failure, FailureClass, make_failure
 from .sandbox import RankLaunch, SandboxError, open_box
+from .rank_runner import trial_step
 from .sandbox.policy import REPO_ROOT, rank_env
 
 TAIL_BYTES = 6000
@@ -336,7 +337,7 @@ class SideRun:
         for task in tasks:
             where = f" of {task['problem']}" if len(tasks) > 1 else ""
             for trial in task["trials"]:
-                plan.append((f"{task['task']}:trial {trial['index']}", f"trial {trial['index']}{where}"))
+                plan.append((f"{task['task']}:{trial_step(trial)}", f"{trial_step(trial)}{where}"))
             if task.get("timing"):
                 plan.append((f"{task['task']}:timing", f"timing{where}"))
         return plan

@@ -23,6 +23,10 @@ from .candidate import CandidateError
 from .channel import STEP, TIMES, RankChannel
 from .report import FailureClass
 
+# Timed calls whose outputs are re-checked: the latest call in each of the first CHECKED_COPIES
+# slots of the input rotation. Any timed call may turn out to be one of them.
+CHECKED_COPIES = 4
+
 _perf_counter = time.perf_counter
 _CudaEvent = torch.cuda.Event
 _cuda_synchronize = torch.cuda.synchronize
@@ -69,6 +73,17 @@ def as_output_list(result: Any, side: str) -> list[torch.Tensor]:
     return items
 
 
+def trial_step(trial: dict[str, Any]) -> str:
+    """How a rank names a trial in its progress: ``trial 3``, or what it rechecks."""
+    return str(trial.get("label") or f"trial {trial['index']}")
+
+
+def call_seed(timing_seed: int, call: int) -> int:
+    """The seed of timed call ``call``'s inputs (negative: warm-up sets); the parent gives the
+    reference these seeds to recompute the calls whose outputs it checks."""
+    return (timing_seed + 1_000_003 * (call + 1)) % 2**31
+
+
 def _tensor_inputs(inputs: dict[str, Any]) -> dict[str, torch.Tensor]:
     return {name: value for name, value in inputs.items() if isinstance(value, torch.Tensor)}
 
@@ -110,11 +125,11 @@ class TaskRunner:
 
     def run(self) -> None:
         for trial in self.task["trials"]:
-            self.run_trial(trial["index"], trial["seed"])
+            self.run_trial(trial["index"], trial["seed"], trial_step(trial))
         if self.task.get("timing"):
             self.run_timing(self.task["timing"], self.task["timing_seed"])
 
-    def run_trial(self, index: int, seed: int) -> None:
+    def run_trial(self, index: int, seed: int, step: str) -> None:
         inputs = self.inputs(seed)
         before = {name: t.clone() for name, t in _tensor_inputs(inputs).items()
                   if name not in self.problem.may_overwrite}
@@ -128,30 +143,31 @@ class TaskRunner:
                     f"input `{name}` was modified in trial {index}; only "
                     f"{list(self.problem.may_overwrite) or 'no inputs'} may be overwritten")
         if self.ctx.fingerprints_only:
-            self.ctx.channel.send(STEP, task=self.task["task"], step=f"trial {index}",
+            self.ctx.channel.send(STEP, task=self.task["task"], step=step,
                                   fingerprints=[fingerprint(t) for t in outputs])
             return
         save_outputs(outputs, self.ctx.out_dir / f"task{self.task['task']}_trial{index}_rank{self.ctx.rank}.pt")
-        self.ctx.channel.send(STEP, task=self.task["task"], step=f"trial {index}")
+        self.ctx.channel.send(STEP, task=self.task["task"], step=step)
 
-    def input_copies(self, inputs: dict[str, Any], cfg: dict[str, Any]) -> list[dict[str, Any]]:
-        """Distinct copies of one input set, rotated so that no call finds its inputs in L2."""
+    def copy_count(self, inputs: dict[str, Any], cfg: dict[str, Any]) -> int:
+        """Input sets in rotation: enough that no call finds its inputs in L2."""
         nbytes = sum(t.numel() * t.element_size() for t in _tensor_inputs(inputs).values())
         if self.ctx.device.type == "cuda":
             l2 = torch.cuda.get_device_properties(self.ctx.device).L2_cache_size
             wanted = math.ceil(cfg["l2_multiple"] * l2 / max(nbytes, 1)) + 1
         else:
             wanted = 2
-        count = max(2, min(cfg["max_copies"], wanted, max(1, cfg["max_copy_bytes"] // max(nbytes, 1))))
-        copies = [inputs]
-        for _ in range(count - 1):
-            copies.append({k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()})
-        return copies
+        return max(2, min(cfg["max_copies"], wanted, max(1, cfg["max_copy_bytes"] // max(nbytes, 1))))
 
     def run_timing(self, cfg: dict[str, Any], seed: int) -> None:
+        """Timed call n gets inputs of its own (seed ``call_seed(seed, n)``), generated outside the
+        timed region into the slot of the call before it in the rotation; no cache, keyed on
+        values or on addresses, is right for a later call. The outputs of the latest call in each
+        of the first CHECKED_COPIES slots are kept, named by call, for the parent to check."""
         ctx = self.ctx
         ctx.channel.send(STEP, task=self.task["task"], step="timing started", timing=True)
-        copies = self.input_copies(self.inputs(seed), cfg)
+        first = self.inputs(call_seed(seed, -1))
+        copies = [first] + [self.inputs(call_seed(seed, -1 - k)) for k in range(1, self.copy_count(first, cfg))]
         flag = torch.zeros(1, device=ctx.device if ctx.device.type == "cuda" else "cpu")
 
         def agreed_stop(stop: bool) -> bool:
@@ -168,18 +184,21 @@ class TaskRunner:
                 warmup >= cfg["warmup_iterations"] and _perf_counter() - warm_start >= cfg["warmup_time_s"])):
             self.call(copies[warmup % len(copies)])
             warmup += 1
+        count = len(copies)
+        copies.clear()  # free the warm-up sets before making the timed ones
+        copies.extend(self.inputs(call_seed(seed, n)) for n in range(count))
         synchronize(ctx.device)
         times: list[float] = []
         gaps: list[float] = []
         started = _perf_counter()
-        outputs: list[torch.Tensor] = []
+        checked: dict[int, tuple[int, list[torch.Tensor]]] = {}  # slot -> (call, its outputs, cloned)
         while True:
             elapsed = _perf_counter() - started
             n = len(times)
             if agreed_stop(n >= cfg["max_iterations"] or elapsed >= cfg["max_time_s"] or (
                     n >= cfg["min_iterations"] and elapsed >= cfg["min_time_s"])):
                 break
-            inputs = copies[n % len(copies)]
+            inputs = copies[n % count]
             if ctx.device.type == "cuda":
                 start, end, after_sync = _CudaEvent(enable_timing=True), _CudaEvent(enable_timing=True), _CudaEvent(enable_timing=True)
                 start.record()
@@ -196,7 +215,12 @@ class TaskRunner:
                 times.append((_perf_counter() - call_start) * 1e3)
                 gaps.append(0.0)
             outputs = as_output_list(result, self.side)
-        if outputs and not ctx.fingerprints_only:
-            save_outputs(outputs, ctx.out_dir / f"task{self.task['task']}_timed_rank{ctx.rank}.pt")
+            if n % count < CHECKED_COPIES:
+                # Cloned: a candidate may return a buffer it reuses.
+                checked[n % count] = (n, [t.detach().clone() for t in outputs])
+            copies[n % count] = self.inputs(call_seed(seed, n + count))
+        if not ctx.fingerprints_only:
+            for call, kept in checked.values():
+                save_outputs(kept, ctx.out_dir / f"task{self.task['task']}_timed{call}_rank{ctx.rank}.pt")
         ctx.channel.send(TIMES, task=self.task["task"], times_ms=times, gap_ms=gaps,
                          copies=len(copies), warmup=warmup)

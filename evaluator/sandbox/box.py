@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Optional, Protocol
 
 # The only files a side hands back: one tensor file per task, trial (or timed call) and rank.
-OUTPUT_NAME = re.compile(r"task\d+_(trial\d+|timed)_rank\d+\.pt")
+OUTPUT_NAME = re.compile(r"task\d+_(trial\d+|timed\d+)_rank\d+\.pt")
 MAX_OUTPUT_BYTES = 64 * 2**30
 
 

@@ -83,7 +83,7 @@ def test_copying_outputs_skips_links_fifos_and_other_names(tmp_path):
     secret.write_text("host secret")
     (source / "task0_trial0_rank0.pt").write_bytes(b"real")
     os.symlink(secret, source / "task0_trial1_rank0.pt")
-    os.link(source / "task0_trial0_rank0.pt", source / "task0_timed_rank1.pt")  # now two links each
+    os.link(source / "task0_trial0_rank0.pt", source / "task0_timed0_rank1.pt")  # now two links each
     os.mkfifo(source / "task0_trial0_rank1.pt")
     (source / "notes.txt").write_text("not an output")
     (source / "task0_trial2_rank0.pt").write_bytes(b"ok")

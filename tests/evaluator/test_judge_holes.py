@@ -1,0 +1,35 @@
+"""Holes in the judge itself, closed whether or not the host can confine (these run with the
+sandbox on and, in `make test`, off): each attack is written as a submitter would write it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evaluator.api import evaluate
+from evaluator.config import EvalConfig
+
+from .conftest import TEST_LIMITS
+
+HOSTILE = Path(__file__).resolve().parent / "hostile"
+
+
+def run(name: str, **overrides) -> dict:
+    values = dict(problem="all-reduce", solution_path=HOSTILE / f"{name}.py", world_size=2, device="cpu",
+                  size="small", trials=2, limits=TEST_LIMITS)
+    values.update(overrides)
+    return dict(evaluate(EvalConfig(**values)))
+
+
+def test_a_cache_keyed_on_input_values_never_answers_a_checked_timed_call():
+    report = run("value_keyed_cache")
+    assert report["verdict"] == "pass", report["failure"]
+    timed = [t for t in report["trials"] if t["kind"] == "timed"]
+    assert len(timed) >= 2 and len({t["seed"] for t in timed}) == len(timed)
+    assert {t["seed"] for t in timed}.isdisjoint(t["seed"] for t in report["trials"] if t["kind"] == "correctness")
+
+
+def test_modules_a_candidate_plants_are_never_imported_by_the_reference(tmp_path):
+    report = run("plants_harness_modules", workdir=tmp_path / "work")
+    assert report["verdict"] == "fail"
+    assert report["failure"]["failure_class"] == "value_mismatch"
+    assert not list(tmp_path.rglob("reference*/**/evaluator/__init__.py"))
