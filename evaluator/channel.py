@@ -4,10 +4,10 @@ Ranks write one JSON object per line to an inherited pipe; the parent never unpi
 rank sends (candidate code runs in the rank and could forge a pickle), and reads tensors only with
 ``torch.load(weights_only=True)`` from files whose hashes it took when the side finished.
 
-Every message carries a per-side token that the rank takes out of its environment before any
-candidate code is imported, so stray or forged writes to the pipe are ignored. (Code in the same
-process could still dig the token out of memory: the parent also checks that a rank which says
-"done" exits cleanly and left every output file.)
+Every message carries a per-side token that the rank reads from its stdin before any candidate
+code is imported, so stray or forged writes to the pipe are ignored. (Code in the same process
+could still dig the token out of memory: the parent also checks that a rank which says "done"
+exits cleanly and left every output file.)
 """
 
 from __future__ import annotations
@@ -16,9 +16,6 @@ import json
 import os
 import secrets
 from typing import Any
-
-TOKEN_ENV = "PKB_CHANNEL_TOKEN"
-
 
 def new_token() -> str:
     return secrets.token_hex(16)

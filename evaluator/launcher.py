@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from .channel import DONE, ERROR, READY, STEP, TIMES, TOKEN_ENV, new_token, parse_lines
+from .channel import DONE, ERROR, READY, STEP, TIMES, new_token, parse_lines
 from .config import Limits, ResourceLimits
 from .report import Failure, FailureClass, make_failure
 from .sandbox import RankLaunch, SandboxError, open_box
@@ -133,14 +133,18 @@ class SideRun:
         (self.inbox / "job.json").write_text(json.dumps(self.rank_job(box)))
         env = rank_env(self.job["device"], self.job.get("threads", 1), home=box.home, work=box.work,
                        confined=box.confined)
-        env[TOKEN_ENV] = self.token
         launches, theirs = [], []
         for rank in range(self.job["world_size"]):
             (status_r, status_w), (log_r, log_w), (stack_r, stack_w) = os.pipe(), os.pipe(), os.pipe()
+            # The token arrives on stdin, read before the candidate is imported: never in the
+            # environment (which /proc/self/environ keeps after os.environ forgets it).
+            token_r, token_w = os.pipe()
+            os.write(token_w, self.token.encode() + b"\n")
+            os.close(token_w)
             argv = [sys.executable, "-I", "-c", RANK_ENTRY, str(box.inbox / "job.json"), str(rank),
                     str(status_w), str(stack_w)]
-            launches.append(RankLaunch(rank, argv, env, (status_w, stack_w), log_w))
-            theirs += [status_w, log_w, stack_w]
+            launches.append(RankLaunch(rank, argv, env, (status_w, stack_w), log_w, token_r))
+            theirs += [status_w, log_w, stack_w, token_r]
             self.ranks.append(RankState(rank, status_r, log_r, stack_r))
         try:
             box.start(launches)

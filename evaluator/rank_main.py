@@ -103,9 +103,13 @@ def _compile_seconds() -> float | None:
 
 
 def main() -> None:
-    from .channel import TOKEN_ENV, RankChannel
+    from .channel import RankChannel
 
-    token = os.environ.pop(TOKEN_ENV, "")  # before any candidate code can read the environment
+    # The status token is the one line on stdin, read before any candidate code exists.
+    token = sys.stdin.buffer.readline().decode().strip()
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
     job_path, rank, fd, stack_fd = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     job = json.loads(Path(job_path).read_text())
     # Before a stalled rank is killed it gets SIGUSR1: every thread's Python stack goes down this pipe.

@@ -27,6 +27,7 @@ class RankLaunch:
     env: dict[str, str]
     pass_fds: tuple[int, ...]  # kept open, at the same numbers, in the rank
     log_fd: int  # the rank's stdout and stderr
+    stdin_fd: int  # what the rank reads first (its status token), then closes
 
 
 class Box(Protocol):

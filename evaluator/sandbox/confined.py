@@ -26,7 +26,7 @@ from .policy import HOME, INBOX, REPO_ROOT, WORK, device_nodes, exposed_paths
 # The host uid that is root inside a side when the evaluator runs as root: owns nothing on the
 # host, so the side can write nothing there and signal nothing of ours.
 SANDBOX_HOST_ID = int(os.environ.get("PKB_SANDBOX_HOST_ID", "1610612736"))
-SETUP_TIMEOUT_S = 30.0
+SETUP_TIMEOUT_S = 90.0  # generous: a loaded host can stall process start for a long time
 ENTRY = (f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); "
          "from evaluator.sandbox.init import main; main()")
 
@@ -54,9 +54,9 @@ class ConfinedBox:
                        "disk_bytes": self.resources.disk_bytes,
                        "memory_bytes_per_rank": self.resources.memory_bytes_per_rank},
             "ranks": [{"rank": l.rank, "argv": l.argv, "env": l.env, "pass_fds": list(l.pass_fds),
-                       "log_fd": l.log_fd} for l in launches],
+                       "log_fd": l.log_fd, "stdin_fd": l.stdin_fd} for l in launches],
         }
-        fds = sorted({fd for l in launches for fd in (*l.pass_fds, l.log_fd)})
+        fds = sorted({fd for l in launches for fd in (*l.pass_fds, l.log_fd, l.stdin_fd)})
         with open(self.side_dir / "sandbox.log", "wb") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-I", "-c", ENTRY], stdin=subprocess.PIPE, stdout=subprocess.PIPE,

@@ -187,7 +187,7 @@ class SideInit:
             log = launch["log_fd"]
             popen = subprocess.Popen(
                 launch["argv"], env=launch["env"], pass_fds=tuple(launch["pass_fds"]),
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=self.spec["work"],
+                stdin=launch["stdin_fd"], stdout=log, stderr=log, cwd=self.spec["work"],
                 preexec_fn=lambda: drop_privileges(self.limits, self.spec["device"]))
             self.popens.append(popen)
             self.ranks[popen.pid] = launch["rank"]
@@ -196,7 +196,7 @@ class SideInit:
             except OSError:
                 pass  # it exited already; its exit is reported below
         for launch in self.spec["ranks"]:
-            for fd in {launch["log_fd"], *launch["pass_fds"]}:
+            for fd in {launch["log_fd"], launch["stdin_fd"], *launch["pass_fds"]}:
                 os.close(fd)
 
     def serve(self) -> None:

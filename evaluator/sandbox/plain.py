@@ -33,7 +33,7 @@ class PlainBox:
     def start(self, launches: list[RankLaunch]) -> None:
         for launch in launches:
             self.processes[launch.rank] = subprocess.Popen(
-                launch.argv, env=launch.env, pass_fds=launch.pass_fds, stdin=subprocess.DEVNULL,
+                launch.argv, env=launch.env, pass_fds=launch.pass_fds, stdin=launch.stdin_fd,
                 stdout=launch.log_fd, stderr=launch.log_fd, cwd=str(self.work), start_new_session=True)
 
     def fileno(self) -> Optional[int]:

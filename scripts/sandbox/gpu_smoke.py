@@ -85,12 +85,14 @@ def run_rank(confined: bool) -> dict:
         inbox.mkdir()
         box = open_box(Path(tmp), inbox, "cuda", ResourceLimits(), confined=confined)
         read, write = os.pipe()
+        stdin = os.open(os.devnull, os.O_RDONLY)
         env = rank_env("cuda", 4, home=box.home, work=box.work, confined=confined)
         # A file, not `-c`: Triton reads a kernel's source from the file that defines it.
         (inbox / "smoke.py").write_text(RANK.replace("REPO", repr(str(REPO))))
         started = time.perf_counter()
-        box.start([RankLaunch(0, [sys.executable, "-I", str(box.inbox / "smoke.py")], env, (), write)])
+        box.start([RankLaunch(0, [sys.executable, "-I", str(box.inbox / "smoke.py")], env, (), write, stdin)])
         os.close(write)
+        os.close(stdin)
         output = b""
         while chunk := os.read(read, 65536):
             output += chunk

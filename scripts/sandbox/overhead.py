@@ -32,9 +32,11 @@ def one_side(confined: bool) -> float:
         started = time.perf_counter()
         box = open_box(Path(tmp), inbox, "cpu", ResourceLimits(), confined=confined)
         read, write = os.pipe()
+        stdin = os.open(os.devnull, os.O_RDONLY)
         env = rank_env("cpu", 1, home=box.home, work=box.work, confined=confined)
-        box.start([RankLaunch(0, [sys.executable, "-I", "-c", "pass"], env, (), write)])
+        box.start([RankLaunch(0, [sys.executable, "-I", "-c", "pass"], env, (), write, stdin)])
         os.close(write)
+        os.close(stdin)
         while not any(e["event"] == "exit" for e in box.events()):
             time.sleep(0.002)
         box.stop()

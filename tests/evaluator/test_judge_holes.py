@@ -33,3 +33,8 @@ def test_modules_a_candidate_plants_are_never_imported_by_the_reference(tmp_path
     assert report["verdict"] == "fail"
     assert report["failure"]["failure_class"] == "value_mismatch"
     assert not list(tmp_path.rglob("reference*/**/evaluator/__init__.py"))
+
+
+def test_the_channel_token_is_nowhere_in_the_environment():
+    report = run("reads_channel_token", timing=False)
+    assert report["verdict"] == "pass", report["failure"]
