@@ -111,6 +111,7 @@ class SideInit:
         self.build_root(sources)
         loopback_up()
         libc.sethostname("pkb-sandbox")
+        self.limit_namespaced_resources()
         self.start_ranks()
         send(event="ready")
         self.serve()
@@ -179,6 +180,30 @@ class SideInit:
         for name, target in (("tmp", "/tmp"), ("shm", "/dev/shm"), ("home", self.spec["home"])):
             os.makedirs(NEW_ROOT + target, exist_ok=True)
             libc.mount(f"{work}/{name}", NEW_ROOT + target, None, libc.MS_BIND)
+
+    def limit_namespaced_resources(self) -> None:
+        """Limits that belong to our user and IPC namespaces, set before any rank exists.
+
+        Each rank gets exactly one user namespace of its own; no process of the side may create
+        another (a user namespace of its own would let it mount a tmpfs of any size). System V
+        shared memory and message queues live in our IPC namespace and count toward the disk
+        budget's size here, since the memory watch does not see them.
+        """
+        budget = self.limits["disk_bytes"]
+        page = os.sysconf("SC_PAGE_SIZE")
+        for path, value in (("/proc/sys/user/max_user_namespaces", len(self.spec["ranks"])),
+                            ("/proc/sys/user/max_mnt_namespaces", 0),
+                            ("/proc/sys/user/max_net_namespaces", 0),
+                            ("/proc/sys/user/max_pid_namespaces", 0),
+                            ("/proc/sys/user/max_ipc_namespaces", 0),
+                            ("/proc/sys/user/max_uts_namespaces", 0),
+                            ("/proc/sys/user/max_cgroup_namespaces", 0),
+                            ("/proc/sys/kernel/shmmax", budget),
+                            ("/proc/sys/kernel/shmall", budget // page),
+                            ("/proc/sys/kernel/shmmni", 64),
+                            ("/proc/sys/fs/mqueue/queues_max", 16)):
+            with open(path, "w") as handle:
+                handle.write(str(value))
 
     # -- the ranks ------------------------------------------------------------------------
 
