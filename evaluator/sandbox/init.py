@@ -100,6 +100,7 @@ class SideInit:
         self.popens: list[subprocess.Popen[bytes]] = []
         self.limit_reported = False
         self.commands = b""
+        self.scans = 0
 
     def run(self) -> None:
         libc.prctl(libc.PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -267,7 +268,8 @@ class SideInit:
     def check_limits(self) -> None:
         tasks_limit = self.limits["tasks_per_rank"]
         memory_limit = self.limits["memory_bytes_per_rank"]
-        for namespace, (tasks, rss) in usage_by_namespace().items():
+        self.scans += 1
+        for namespace, (tasks, rss) in usage_by_namespace(count_files=self.scans % 5 == 0).items():
             rank = self.rank_ns.get(namespace)
             who = f"rank {rank}" if rank is not None else "a process"
             if tasks >= tasks_limit - 2:
@@ -332,9 +334,14 @@ def drop_privileges(limits: dict[str, int], device: str) -> None:
     libc.prctl(libc.PR_SET_NO_NEW_PRIVS, 1)
 
 
-def usage_by_namespace() -> dict[str, tuple[int, int]]:
-    """(tasks, resident bytes) of every process but us, summed per user namespace."""
+def usage_by_namespace(count_files: bool) -> dict[str, tuple[int, int]]:
+    """(tasks, host memory bytes) of every process but us, summed per user namespace.
+
+    Memory is the resident set plus, when ``count_files``, memory files (memfd) a process holds
+    open: their pages are host memory that the resident set does not show until mapped.
+    """
     groups: dict[str, list[int]] = {}
+    seen: set[tuple[int, int]] = set()
     for name in os.listdir("/proc"):
         if not name.isdigit() or name == "1":
             continue
@@ -350,10 +357,32 @@ def usage_by_namespace() -> dict[str, tuple[int, int]]:
                 threads = int(line.split()[1])
             elif line.startswith(b"VmRSS:"):
                 rss = int(line.split()[1]) * 1024
+        if count_files:
+            rss += memory_files(name, seen)
         group = groups.setdefault(namespace, [0, 0])
         group[0] += threads
         group[1] += rss
     return {k: (v[0], v[1]) for k, v in groups.items()}
+
+
+def memory_files(pid: str, seen: set[tuple[int, int]]) -> int:
+    total = 0
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return 0
+    for fd in fds:
+        path = f"/proc/{pid}/fd/{fd}"
+        try:
+            if not os.readlink(path).startswith("/memfd:"):
+                continue
+            info = os.stat(path)
+        except OSError:
+            continue
+        if (info.st_dev, info.st_ino) not in seen:
+            seen.add((info.st_dev, info.st_ino))
+            total += info.st_blocks * 512
+    return total
 
 
 def kill_everyone() -> None:
