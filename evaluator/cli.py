@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
@@ -26,6 +27,8 @@ def _add_eval(sub: Any) -> None:
     p.add_argument("--startup-timeout", type=float, default=Limits.startup_s)
     p.add_argument("--step-timeout", type=float, default=Limits.step_s)
     p.add_argument("--json", type=Path, default=None, help="write the report here")
+    p.add_argument("--report-fd", type=int, default=None,
+                   help="also write the report to this inherited descriptor, then close it (for workers)")
     p.add_argument("--no-sandbox", action="store_true",
                    help="run candidate code unconfined, with your rights (the report says sandbox: off)")
     p.add_argument("--progress", action="store_true",
@@ -76,6 +79,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=1))
+    if args.report_fd is not None:
+        with os.fdopen(args.report_fd, "wb") as pipe:
+            pipe.write(json.dumps(report).encode())
     print(render_summary(report))
     return 0
 

@@ -29,12 +29,12 @@ class RunResult:
     seconds: float
 
 
-def command_for(job: dict[str, Any], eval_command: list[str], solution: Path, out: Path,
+def command_for(job: dict[str, Any], eval_command: list[str], solution: Path, report_fd: int,
                 extra: tuple[str, ...] = ()) -> list[str]:
     cmd = [*eval_command, "eval", "--problem", str(job["problem"]), "--solution", str(solution),
            "--world-size", str(int(job["world_size"])), "--device", str(job["device"]),
            "--size", str(job["size"]), "--trials", str(int(job.get("trials") or 5)),
-           "--json", str(out), "--progress"]
+           "--report-fd", str(report_fd), "--progress"]
     if job.get("dtype"):
         cmd += ["--dtype", str(job["dtype"])]
     if job.get("hardware_profile"):
@@ -72,17 +72,26 @@ def run(job: dict[str, Any], eval_command: list[str], timeout_s: float,
     """Runs `pkb eval --progress`; ``on_progress`` gets each step as rank 0 of a side reports."""
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f"pkb-{job['submission_id']}-") as tmp:
-        solution, out = Path(tmp) / "solution.py", Path(tmp) / "report.json"
+        solution = Path(tmp) / "solution.py"
         solution.write_text(job["source"], encoding="utf-8")
         env = {**os.environ, **SAFE_GPU_ENV, "PYTHONUNBUFFERED": "1"}
-        proc = subprocess.Popen(command_for(job, eval_command, solution, out, extra), cwd=tmp, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        # The report comes back on a pipe only `pkb eval` holds (its ranks never inherit it), not
+        # as a file that something outliving the run could rewrite before we read it.
+        report_r, report_w = os.pipe()
+        try:
+            proc = subprocess.Popen(command_for(job, eval_command, solution, report_w, extra), cwd=tmp, env=env,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    start_new_session=True, pass_fds=(report_w,))
+        finally:
+            os.close(report_w)
         lines: list[str] = []
+        chunks: list[bytes] = []
         tracker = progress.Tracker(int(job.get("trials") or 5))
         pump = threading.Thread(target=_pump, args=(proc.stdout, lines, tracker, on_progress),
                                 daemon=True)
+        reader = threading.Thread(target=_read_all, args=(report_r, chunks), daemon=True)
         pump.start()
+        reader.start()
         timed_out = False
         try:
             proc.wait(timeout=timeout_s)
@@ -90,11 +99,26 @@ def run(job: dict[str, Any], eval_command: list[str], timeout_s: float,
             timed_out = True
         _kill_session(proc)  # also reaps ranks the CLI left behind
         pump.join(timeout=5)
+        reader.join(timeout=5)
         report = None
-        if out.exists() and not timed_out:
+        if chunks and not timed_out and not reader.is_alive():
             try:
-                report = json.loads(out.read_text())
+                report = json.loads(b"".join(chunks))
             except ValueError:
                 report = None
         return RunResult(report, proc.returncode, timed_out, "".join(lines)[-OUTPUT_TAIL:],
                          time.monotonic() - started)
+
+
+def _read_all(fd: int, chunks: list[bytes], limit: int = 64 * 2**20) -> None:
+    """Everything written to ``fd`` until every writer closes it (at most ``limit`` bytes)."""
+    size = 0
+    try:
+        while chunk := os.read(fd, 1 << 16):
+            size += len(chunk)
+            if size > limit:
+                chunks.clear()
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(fd)

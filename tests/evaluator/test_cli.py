@@ -40,3 +40,14 @@ def test_eval_writes_the_report_it_summarises(tmp_path, capsys):
     report = json.loads(out.read_text())
     assert report["verdict"] == "pass" and report["timing"] is None
     assert "verdict: PASS" in capsys.readouterr().out
+
+
+def test_eval_hands_the_report_over_an_inherited_pipe(capsys):
+    import os
+
+    read, write = os.pipe()
+    assert main(["eval", "--problem", "all-reduce", "--solution", CORRECT, "--world-size", "2",
+                 "--size", "small", "--trials", "1", "--no-timing", "--report-fd", str(write)]) == 0
+    with os.fdopen(read, "rb") as pipe:  # `pkb eval` closed its end: the read ends
+        report = json.loads(pipe.read())
+    assert report["verdict"] == "pass" and report["sandbox"] == "on"

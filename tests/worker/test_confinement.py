@@ -31,7 +31,7 @@ def test_an_operator_override_runs_unconfined_and_says_so(monkeypatch, caplog):
 
 def test_the_flag_reaches_the_evaluator_command_line():
     job = {"problem": "all-reduce", "world_size": 2, "device": "cpu", "size": "small", "trials": 1}
-    command = runner.command_for(job, ["pkb"], Path("s.py"), Path("r.json"), ("--no-sandbox",))
+    command = runner.command_for(job, ["pkb"], Path("s.py"), 9, ("--no-sandbox",))
     assert command[-1] == "--no-sandbox" and command[:2] == ["pkb", "eval"]
 
 
