@@ -35,7 +35,10 @@ class ResourceLimits:
     so a huge allocation fails at once. GPU memory is bounded by the device, not here.
     """
 
-    tasks_per_rank: int = 1024  # processes and threads of a rank and its children
+    # Processes and threads of a rank and its children. A CUDA rank runs 30-60 threads and a
+    # torch extension build a few processes per job (MAX_JOBS=4); a fork bomb's busy processes,
+    # bounded by this, are what the host has to carry until the side is killed.
+    tasks_per_rank: int = 256
     open_files: int = 4096
     disk_bytes: int = 8 * 2**30
     memory_bytes_per_rank: int = 64 * 2**30

@@ -52,6 +52,7 @@ def rank_env(device: str, threads: int, *, home: Path, work: Path, confined: boo
         # Build caches are private to the side: a candidate cannot leave an entry for another.
         "PKB_KERNEL_CACHE": str(work / "kernel-cache"), "TRITON_CACHE_DIR": str(work / "triton"),
         "TORCH_EXTENSIONS_DIR": str(work / "torch-extensions"), "XDG_CACHE_HOME": str(home / ".cache"),
+        "MAX_JOBS": "4",  # parallel compiler jobs of a torch extension build, within the task limit
     })
     if confined:
         env["TMPDIR"] = "/tmp"
