@@ -47,8 +47,3 @@ class WorkerConfig:
     @property
     def task_time_limit(self) -> int:
         return self.max_eval_s + self.task_grace_s
-
-
-# Multicast must stay off on our hosts (field notes): set for every evaluation we start.
-SAFE_GPU_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-                "NVSHMEM_DISABLE_NVLS": "1"}

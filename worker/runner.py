@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import progress
-from .config import SAFE_GPU_ENV
+from evaluator.safety import NO_MULTICAST_ENV
 from .progress import Progress
 
 OUTPUT_TAIL = 20_000
@@ -74,7 +74,7 @@ def run(job: dict[str, Any], eval_command: list[str], timeout_s: float,
     with tempfile.TemporaryDirectory(prefix=f"pkb-{job['submission_id']}-") as tmp:
         solution = Path(tmp) / "solution.py"
         solution.write_text(job["source"], encoding="utf-8")
-        env = {**os.environ, **SAFE_GPU_ENV, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, **NO_MULTICAST_ENV, "PYTHONUNBUFFERED": "1"}
         # The report comes back on a pipe only `pkb eval` holds (its ranks never inherit it), not
         # as a file that something outliving the run could rewrite before we read it.
         report_r, report_w = os.pipe()
