@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from . import progress
 from evaluator.safety import NO_MULTICAST_ENV
+
+from . import progress
 from .progress import Progress
 
 OUTPUT_TAIL = 20_000
