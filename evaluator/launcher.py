@@ -25,7 +25,8 @@ from .channel import DONE, ERROR, READY, STEP, TIMES, new_token, parse_lines
 from .config import Limits, ResourceLimits
 from .report import Failure, FailureClass, make_failure
 from .sandbox import RankLaunch, SandboxError, open_box
-from .rank_runner import trial_step
+from .sandbox.box import OutputRules
+from .rank_runner import CHECKED_COPIES, trial_step
 from .sandbox.policy import REPO_ROOT, rank_env
 
 TAIL_BYTES = 6000
@@ -126,6 +127,13 @@ class SideRun:
             job["solution_path"] = str(box.inbox / name)
         return job
 
+    def output_rules(self) -> OutputRules:
+        """No more files than the job can produce, no more bytes than the side's disk holds."""
+        per_rank = sum(len(t["trials"]) + (CHECKED_COPIES if t.get("timing") else 0) for t in self.job["tasks"])
+        return OutputRules(tasks=frozenset(int(t["task"]) for t in self.job["tasks"]),
+                           world_size=self.job["world_size"], max_files=per_rank * self.job["world_size"],
+                           max_bytes=self.resources.disk_bytes)
+
     def start(self) -> Any:
         self.inbox = self.side_dir / "in"
         self.inbox.mkdir(parents=True, exist_ok=True)
@@ -172,7 +180,7 @@ class SideRun:
                 selector.register(box.fileno(), selectors.EVENT_READ, None)
             failure = self._watch(selector, box, started)
             box.stop()
-            box.copy_outputs(Path(self.job["out_dir"]))
+            box.copy_outputs(Path(self.job["out_dir"]), self.output_rules())
         finally:
             selector.close()
             if box is not None:
@@ -316,7 +324,7 @@ class SideRun:
             message = f"rank {rank}: {first.get('message')}"
             if failure_class == FailureClass.RESOURCE_LIMIT:
                 limit = self.resources.memory_bytes_per_rank / 2**30
-                message += f" (the limit is {limit:.0f} GiB of host memory per rank)"
+                message += f" (the limit is {limit:.3g} GiB of host memory per rank)"
             return make_failure(failure_class, message, rank=rank,
                                 traceback=first.get("traceback"), compiler_output=first.get("compiler_output"),
                                 stderr=self._stderr())

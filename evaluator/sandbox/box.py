@@ -12,8 +12,21 @@ from pathlib import Path
 from typing import Any, Optional, Protocol
 
 # The only files a side hands back: one tensor file per task, trial (or timed call) and rank.
-OUTPUT_NAME = re.compile(r"task\d+_(trial\d+|timed\d+)_rank\d+\.pt")
-MAX_OUTPUT_BYTES = 64 * 2**30
+OUTPUT_NAME = re.compile(r"task(\d+)_(trial\d+|timed\d+)_rank(\d+)\.pt")
+
+
+@dataclass(frozen=True)
+class OutputRules:
+    """What a side may hand back: how many output files, which tasks and ranks, how many bytes."""
+
+    tasks: frozenset[int]
+    world_size: int
+    max_files: int
+    max_bytes: int
+
+    def wants(self, name: str) -> bool:
+        match = OUTPUT_NAME.fullmatch(name)
+        return bool(match) and int(match.group(1)) in self.tasks and int(match.group(3)) < self.world_size
 
 
 class SandboxError(RuntimeError):
@@ -50,22 +63,25 @@ class Box(Protocol):
     def stop(self) -> None:
         """Kill every process of the side; its files stay readable until ``close``."""
 
-    def copy_outputs(self, dest: Path) -> None:
+    def copy_outputs(self, dest: Path, rules: OutputRules) -> None:
         """Copy the output files the ranks left in ``work/out`` into ``dest`` (after ``stop``)."""
 
     def close(self) -> None: ...
 
 
-def copy_regular_files(source_dir_fd: int, dest: Path) -> None:
-    """Copy files named like outputs from an open directory, never following a link.
+def copy_regular_files(source_dir_fd: int, dest: Path, rules: OutputRules) -> None:
+    """Copy the files ``rules`` wants from an open directory, never following a link.
 
     The directory was written by candidate code: a name may be a symlink (to the reference's
-    outputs, to a host file), a FIFO that blocks, or a hard link. Only plain files with one link
-    are copied, each read through a descriptor opened with O_NOFOLLOW.
+    outputs, to a host file), a FIFO that blocks, a hard link, or a sparse file far larger than
+    the disk it sits on. Only plain, fully allocated files with one link are copied, each read
+    through a descriptor opened with O_NOFOLLOW, up to ``rules.max_files`` files and
+    ``rules.max_bytes`` in all; what is left out surfaces as missing outputs.
     """
     dest.mkdir(parents=True, exist_ok=True)
-    for name in os.listdir(source_dir_fd):
-        if not OUTPUT_NAME.fullmatch(name):
+    files = budget = 0
+    for name in sorted(os.listdir(source_dir_fd)):
+        if not rules.wants(name) or files >= rules.max_files:
             continue
         try:
             fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=source_dir_fd)
@@ -73,10 +89,16 @@ def copy_regular_files(source_dir_fd: int, dest: Path) -> None:
             continue
         try:
             info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1 or info.st_size > MAX_OUTPUT_BYTES:
+            allocated = info.st_blocks * 512
+            if (not stat.S_ISREG(info.st_mode) or info.st_nlink != 1 or allocated + 65536 < info.st_size
+                    or budget + info.st_size > rules.max_bytes):
                 continue
+            files += 1
+            budget += info.st_size
             with open(dest / name, "wb") as out:
-                while block := os.read(fd, 1 << 22):
+                remaining = info.st_size  # never more than it had when we looked
+                while remaining > 0 and (block := os.read(fd, min(1 << 22, remaining))):
                     out.write(block)
+                    remaining -= len(block)
         finally:
             os.close(fd)

@@ -20,12 +20,14 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..config import ResourceLimits
-from .box import RankLaunch, SandboxError, copy_regular_files
+from .box import OutputRules, RankLaunch, SandboxError, copy_regular_files
 from .policy import HOME, INBOX, REPO_ROOT, WORK, device_nodes, exposed_paths
 
 # The host uid that is root inside a side when the evaluator runs as root: owns nothing on the
 # host, so the side can write nothing there and signal nothing of ours.
 SANDBOX_HOST_ID = int(os.environ.get("PKB_SANDBOX_HOST_ID", "1610612736"))
+INIT_NICE = -10  # a higher priority than the ranks' (nice 0), which they cannot take
+RANK_ID_INSIDE = 1000  # the ranks' id in the init's namespace, when there are two to map
 SETUP_TIMEOUT_S = 90.0  # generous: a loaded host can stall process start for a long time
 ENTRY = (f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); "
          "from evaluator.sandbox.init import main; main()")
@@ -42,12 +44,14 @@ class ConfinedBox:
         self.inbox, self.work, self.home = INBOX, WORK, HOME
         self.process: Optional[subprocess.Popen[bytes]] = None
         self.init_pid: Optional[int] = None
+        self.init_pidfd: Optional[int] = None
         self.buffer = b""
         self.pending: list[dict[str, Any]] = []
 
     def start(self, launches: list[RankLaunch]) -> None:
         spec = {
             "parent_pid": os.getpid(), "device": self.device, "exposed": exposed_paths(),
+            "rank_uid": RANK_ID_INSIDE if os.geteuid() == 0 else 0,
             "devices": device_nodes(self.device), "inbox": str(self.host_inbox),
             "inbox_inside": str(INBOX), "work": str(WORK), "home": str(HOME),
             "limits": {"tasks_per_rank": self.resources.tasks_per_rank, "open_files": self.resources.open_files,
@@ -67,6 +71,11 @@ class ConfinedBox:
             map_ids(self.process.pid)
             self._send("mapped")
             self.init_pid = int(self._expect("init")["pid"])
+            # Its parent (the entry) waits for it, so the number cannot be reused before this.
+            self.init_pidfd = os.pidfd_open(self.init_pid)
+            if os.geteuid() == 0:
+                # The init must keep up with a fork bomb's busy processes to stop them.
+                os.setpriority(os.PRIO_PROCESS, self.init_pid, INIT_NICE)
             self._expect("ready")
         except BaseException:
             self.close()
@@ -149,18 +158,23 @@ class ConfinedBox:
             except SandboxError:
                 self.close()
 
-    def copy_outputs(self, dest: Path) -> None:
-        if self.init_pid is None:
+    def copy_outputs(self, dest: Path, rules: OutputRules) -> None:
+        dest.mkdir(parents=True, exist_ok=True)  # without outputs the judge says what is missing
+        if self.init_pidfd is None:
             return
-        root = os.open(f"/proc/{self.init_pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-        fds = [root]
+        fds: list[int] = []
         try:
-            for part in (*WORK.parts[1:], "out"):
-                fds.append(os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                                   dir_fd=fds[-1]))
-            copy_regular_files(fds[-1], dest)
+            fds.append(os.open(f"/proc/{self.init_pid}", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC))
+            # That directory belongs to whatever process has the number now: ours only if our
+            # init is still alive (its pidfd not readable) after we opened it.
+            if select.select([self.init_pidfd], [], [], 0)[0]:
+                return
+            for part in ("root", *WORK.parts[1:], "out"):
+                flags = os.O_DIRECTORY | os.O_CLOEXEC | (os.O_PATH if part == "root" else os.O_RDONLY | os.O_NOFOLLOW)
+                fds.append(os.open(part, flags, dir_fd=fds[-1]))
+            copy_regular_files(fds[-1], dest, rules)
         except OSError:
-            dest.mkdir(parents=True, exist_ok=True)  # no outputs: the judge reports what is missing
+            return
         finally:
             for fd in fds:
                 os.close(fd)
@@ -181,18 +195,26 @@ class ConfinedBox:
             except OSError:
                 pass
         try:
-            self.process.wait(timeout=10)
+            # The entry exits once the kernel has reaped every process of the side.
+            self.process.wait(timeout=60)
         except subprocess.TimeoutExpired:
             pass
+        if self.init_pidfd is not None:
+            os.close(self.init_pidfd)
+            self.init_pidfd = None
         self.process = None
 
 
 def map_ids(pid: int) -> None:
-    """Make the sandbox's root an unprivileged host id (or ours, when we are not root)."""
+    """Make the sandbox's root an unprivileged host id, and its ranks another one, so that no
+    rank can touch the init (prlimit, signals and ptrace only check ids). Without root we can
+    map only our own id: the init and the ranks then share it, and the init's remaining
+    protection is its PID-1 status and its not being dumpable."""
     if os.geteuid() == 0:
-        uid = gid = SANDBOX_HOST_ID
-    else:
-        uid, gid = os.geteuid(), os.getegid()
-        Path(f"/proc/{pid}/setgroups").write_text("deny")
-    Path(f"/proc/{pid}/uid_map").write_text(f"0 {uid} 1\n")
-    Path(f"/proc/{pid}/gid_map").write_text(f"0 {gid} 1\n")
+        ids = f"0 {SANDBOX_HOST_ID} 1\n{RANK_ID_INSIDE} {SANDBOX_HOST_ID + 1} 1\n"
+        Path(f"/proc/{pid}/uid_map").write_text(ids)
+        Path(f"/proc/{pid}/gid_map").write_text(ids)
+        return
+    Path(f"/proc/{pid}/setgroups").write_text("deny")
+    Path(f"/proc/{pid}/uid_map").write_text(f"0 {os.geteuid()} 1\n")
+    Path(f"/proc/{pid}/gid_map").write_text(f"0 {os.getegid()} 1\n")

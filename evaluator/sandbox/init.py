@@ -172,10 +172,12 @@ class SideInit:
     def build_work(self) -> None:
         work = NEW_ROOT + self.spec["work"]
         os.makedirs(work)
+        owner = self.spec["rank_uid"]
         libc.mount("tmpfs", work, "tmpfs", libc.MS_NOSUID | libc.MS_NODEV,
-                   f"size={self.limits['disk_bytes']},nr_inodes=1m,mode=755")
+                   f"size={self.limits['disk_bytes']},nr_inodes=1m,mode=755,uid={owner},gid={owner}")
         for name in ("tmp", "shm", "home", "out"):
             os.makedirs(f"{work}/{name}")
+            os.chown(f"{work}/{name}", owner, owner)
         os.chmod(f"{work}/tmp", 0o1777)
         os.chmod(f"{work}/shm", 0o1777)
         for name, target in (("tmp", "/tmp"), ("shm", "/dev/shm"), ("home", self.spec["home"])):
@@ -214,7 +216,7 @@ class SideInit:
             popen = subprocess.Popen(
                 launch["argv"], env=launch["env"], pass_fds=tuple(launch["pass_fds"]),
                 stdin=launch["stdin_fd"], stdout=log, stderr=log, cwd=self.spec["work"],
-                preexec_fn=lambda: drop_privileges(self.limits, self.spec["device"]))
+                preexec_fn=lambda: drop_privileges(self.limits, self.spec["device"], self.spec["rank_uid"]))
             self.popens.append(popen)
             self.ranks[popen.pid] = launch["rank"]
             try:
@@ -277,7 +279,7 @@ class SideInit:
                                        "and threads", rank)
             if rss > memory_limit:
                 return self.over_limit("memory", f"{who} used more than the limit of "
-                                       f"{memory_limit / 2**30:.0f} GiB of host memory", rank)
+                                       f"{memory_limit / 2**30:.3g} GiB of host memory", rank)
         st = os.statvfs(self.spec["work"])
         total = st.f_blocks * st.f_frsize
         if st.f_bavail * st.f_frsize < max(MiB, total // 100) or st.f_favail < 64:
@@ -316,13 +318,18 @@ def loopback_up() -> None:
         fcntl.ioctl(sock, siocsifflags, struct.pack("16sH14x", b"lo", flags | iff_up))
 
 
-def drop_privileges(limits: dict[str, int], device: str) -> None:
-    """In a new rank, before exec: a user namespace of its own (uid 1000, no capabilities over the
-    init's namespaces), no new privileges, and its resource limits."""
-    libc.prctl(libc.PR_SET_DUMPABLE, 1)  # inherited 0 from the init hides /proc/self from us
+def drop_privileges(limits: dict[str, int], device: str, rank_uid: int) -> None:
+    """In a new rank, before exec: the ranks' uid (another host uid than the init's, where the
+    evaluator could map two), a user namespace of its own (uid 1000 there, no capabilities over
+    the init's namespaces), no new privileges, and its resource limits."""
+    os.setpriority(os.PRIO_PROCESS, 0, 0)  # the init may run at a higher priority; ranks do not
+    if rank_uid != 0:
+        os.setresgid(rank_uid, rank_uid, rank_uid)
+        os.setresuid(rank_uid, rank_uid, rank_uid)
+    libc.prctl(libc.PR_SET_DUMPABLE, 1)  # inherited 0 (or reset by setresuid) hides /proc/self
     libc.unshare(libc.CLONE_NEWUSER)
-    for name, text in (("setgroups", "deny"), ("uid_map", f"{SANDBOX_UID} 0 1"),
-                       ("gid_map", f"{SANDBOX_UID} 0 1")):
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{SANDBOX_UID} {rank_uid} 1"),
+                       ("gid_map", f"{SANDBOX_UID} {rank_uid} 1")):
         with open(f"/proc/self/{name}", "w") as handle:
             handle.write(text)
     resource.setrlimit(resource.RLIMIT_NPROC, (limits["tasks_per_rank"], limits["tasks_per_rank"]))
@@ -386,20 +393,20 @@ def memory_files(pid: str, seen: set[tuple[int, int]]) -> int:
 
 
 def kill_everyone() -> None:
-    """SIGKILL to every process of the namespace but us, then reap them."""
-    try:
-        os.kill(-1, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    """SIGKILL to every process of the namespace but us, again and again (a process forked during
+    one sweep escapes it), until none is left to reap."""
     deadline = time.monotonic() + STOP_WAIT_S
     while time.monotonic() < deadline:
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # nobody left to signal; reap what remains
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
-            time.sleep(0.01)
-
+            time.sleep(0.005)
 
 if __name__ == "__main__":
     main()

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from .box import RankLaunch, copy_regular_files
+from .box import OutputRules, RankLaunch, copy_regular_files
 
 
 class PlainBox:
@@ -74,10 +74,10 @@ class PlainBox:
             except subprocess.TimeoutExpired:
                 pass
 
-    def copy_outputs(self, dest: Path) -> None:
+    def copy_outputs(self, dest: Path, rules: OutputRules) -> None:
         fd = os.open(self.work / "out", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            copy_regular_files(fd, dest)
+            copy_regular_files(fd, dest, rules)
         finally:
             os.close(fd)
 

@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from evaluator.config import ResourceLimits  # noqa: E402
 from evaluator.sandbox import RankLaunch, open_box  # noqa: E402
+from evaluator.sandbox.box import OutputRules  # noqa: E402
 from evaluator.sandbox.policy import rank_env  # noqa: E402
 
 
@@ -40,7 +41,7 @@ def one_side(confined: bool) -> float:
         while not any(e["event"] == "exit" for e in box.events()):
             time.sleep(0.002)
         box.stop()
-        box.copy_outputs(Path(tmp) / "outputs")
+        box.copy_outputs(Path(tmp) / "outputs", OutputRules(frozenset({0}), 1, 1, 2**20))
         box.close()
         os.close(read)
         return time.perf_counter() - started

@@ -12,7 +12,7 @@ from evaluator import api
 from evaluator.api import evaluate
 from evaluator.cli import main
 from evaluator.config import EvalConfig
-from evaluator.sandbox.box import copy_regular_files
+from evaluator.sandbox.box import OutputRules, copy_regular_files
 from evaluator.sandbox.policy import exposed_paths, rank_env
 
 from .conftest import SOLUTIONS, TEST_LIMITS
@@ -89,8 +89,25 @@ def test_copying_outputs_skips_links_fifos_and_other_names(tmp_path):
     (source / "task0_trial2_rank0.pt").write_bytes(b"ok")
     fd = os.open(source, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        copy_regular_files(fd, dest)
+        copy_regular_files(fd, dest, OutputRules(frozenset({0}), world_size=2, max_files=10, max_bytes=2**20))
     finally:
         os.close(fd)
     assert sorted(p.name for p in dest.iterdir()) == ["task0_trial2_rank0.pt"]
     assert (dest / "task0_trial2_rank0.pt").read_bytes() == b"ok"
+
+
+def test_copying_outputs_takes_no_sparse_file_no_unknown_task_and_no_more_than_its_budget(tmp_path):
+    source, dest = tmp_path / "out", tmp_path / "dest"
+    source.mkdir()
+    with open(source / "task0_trial0_rank0.pt", "wb") as sparse:
+        sparse.truncate(2**30)  # 1 GiB that takes no room where it is
+    (source / "task7_trial0_rank0.pt").write_bytes(b"unknown task")
+    (source / "task0_trial0_rank5.pt").write_bytes(b"no such rank")
+    for index in range(1, 6):
+        (source / f"task0_trial{index}_rank1.pt").write_bytes(b"x" * 1000)
+    fd = os.open(source, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        copy_regular_files(fd, dest, OutputRules(frozenset({0}), world_size=2, max_files=3, max_bytes=2500))
+    finally:
+        os.close(fd)
+    assert sorted(p.name for p in dest.iterdir()) == ["task0_trial1_rank1.pt", "task0_trial2_rank1.pt"]
