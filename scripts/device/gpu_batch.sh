@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One batched device call on a multi-GPU host: every stage logs under $OUT and prints a table.
 #   scripts/device/gpu_batch.sh STAGE [STAGE ...]
-# Stages: probe, refs, kernels, failures, walltime. Run from the repository root.
+# Stages: probe, refs, kernels, failures, walltime, sandbox, pack. Run from the repository root.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/pkb-out}
@@ -42,6 +42,9 @@ for stage in "$@"; do
         echo "walltime $label cache: $(python3 -c "print(round($end-$start,1))") s (whole pkb eval process)"
         tail -3 "$OUT/walltime-$label-x$N.log"
       done ;;
+    sandbox)
+      # GPU candidates confined and unconfined, side by side (scripts/sandbox/compare_gpu.sh).
+      bash scripts/sandbox/compare_gpu.sh "$OUT" "$N" ;;
     pack)
       # The device tool brings back at most 8 files: pack every log and report into one.
       (cd "$OUT" && tar czf "results-x$N.tgz" --exclude="results-x$N.tgz" . && find . -type f ! -name "results-x$N.tgz" -delete) ;;

@@ -6,7 +6,7 @@ Runs one rank, confined and unconfined in alternating rounds, that initialises C
 runs an NVRTC kernel (evaluator.cuda), a load_inline extension and a Triton kernel, sets up an
 NCCL process group of one and a symmetric-memory buffer, then times a 256 MiB device copy and a
 64 MiB bf16 NCCL all-reduce with CUDA events. Prints one table. For hosts with a single GPU;
-multi-GPU hosts run scripts/device/sandbox_gpu.sh, which goes through `pkb eval`.
+multi-GPU hosts run `scripts/device/gpu_batch.sh sandbox`, which goes through `pkb eval`.
 """
 
 from __future__ import annotations

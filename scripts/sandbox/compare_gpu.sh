@@ -1,14 +1,10 @@
 #!/usr/bin/env bash
-# The sandbox on a GPU host, in one device call: GPU candidates pass confined, and their timings
-# confined and unconfined side by side, same machine, same call. Logs and reports under $OUT.
-#   scripts/device/sandbox_gpu.sh            (from the repository root)
+# The sandbox on a GPU host: each GPU candidate through `pkb eval` confined and unconfined, the
+# order alternating, then one table. Called by scripts/device/gpu_batch.sh's `sandbox` stage,
+# which sets the environment:  compare_gpu.sh OUT_DIR WORLD_SIZE
 set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/pkb-out}
-mkdir -p "$OUT"
-N=$(nvidia-smi -L | wc -l)
+OUT=$1; N=$2
 PKB="python3 -m evaluator.cli"
-echo "== $(date -u +%FT%TZ) $(nvidia-smi -L | head -1) x$N; $(python3 -c 'import torch;print("torch", torch.__version__, "nccl", torch.cuda.nccl.version())'); commit $(git rev-parse --short HEAD 2>/dev/null)"
 python3 scripts/sandbox/overhead.py --reps 10 | tee "$OUT/overhead.log"
 CANDIDATES="all-reduce:solutions/symm_mem/all_reduce_one_shot.py all-gather:solutions/symm_mem/all_gather_push.py
 reduce-scatter:solutions/symm_mem/reduce_scatter_pull.py all-reduce:solutions/triton/all_reduce_triton.py
