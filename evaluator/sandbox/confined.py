@@ -21,6 +21,7 @@ from typing import Any, Optional
 
 from ..config import ResourceLimits
 from .box import OutputRules, RankLaunch, SandboxError, copy_regular_files
+from .cgroup import SideCgroup, side_cgroup
 from .policy import HOME, INBOX, REPO_ROOT, WORK, device_nodes, exposed_paths
 
 # The host uid that is root inside a side when the evaluator runs as root: owns nothing on the
@@ -47,6 +48,9 @@ class ConfinedBox:
         self.init_pidfd: Optional[int] = None
         self.buffer = b""
         self.pending: list[dict[str, Any]] = []
+        self.cgroup: Optional[SideCgroup] = None
+        self.oom_reported = False
+        self.lost = False
 
     def start(self, launches: list[RankLaunch]) -> None:
         spec = {
@@ -66,6 +70,7 @@ class ConfinedBox:
                 [sys.executable, "-I", "-c", ENTRY], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=log, pass_fds=fds, start_new_session=True, env={"PATH": os.environ.get("PATH", "")})
         try:
+            self.cap_memory(self.process.pid, len(launches))  # the entry waits for its spec: nothing runs yet
             self._send(json.dumps(spec))
             self._expect("userns")
             map_ids(self.process.pid)
@@ -80,6 +85,19 @@ class ConfinedBox:
         except BaseException:
             self.close()
             raise
+
+    def cap_memory(self, pid: int, ranks: int) -> None:
+        """Put the side in a memory cgroup of its own where the host has one for us (cgroup.py):
+        every rank's share plus the disk, whose tmpfs pages are charged there too."""
+        self.cgroup = side_cgroup()
+        if self.cgroup is None:
+            return
+        try:
+            self.cgroup.limit(max(ranks, 1) * self.resources.memory_bytes_per_rank + self.resources.disk_bytes)
+            self.cgroup.add(pid)
+        except OSError:
+            self.cgroup.remove()
+            self.cgroup = None
 
     def _send(self, line: str) -> None:
         assert self.process is not None and self.process.stdin is not None
@@ -133,10 +151,16 @@ class ConfinedBox:
     def events(self) -> list[dict[str, Any]]:
         news, self.pending = self.pending, []
         try:
-            news += self._read(0.0)
+            news += [] if self.lost else self._read(0.0)
         except SandboxError as exc:
             # The init died: the kernel killed the whole side with it.
+            self.lost = True
             news.append({"event": "lost", "message": str(exc)})
+        if self.cgroup is not None and not self.oom_reported and self.cgroup.oom_kills():
+            self.oom_reported = True
+            news.insert(0, {"event": "limit", "what": "memory", "rank": None,
+                            "message": f"the side reached its cap of {self.cgroup.limit_bytes / 2**30:.3g} GiB "
+                                       "of host memory (all ranks, their files and disk together)"})
         return [e for e in news if e.get("event") in ("exit", "limit", "lost")]
 
     def dump_stacks(self) -> None:
@@ -202,6 +226,9 @@ class ConfinedBox:
         if self.init_pidfd is not None:
             os.close(self.init_pidfd)
             self.init_pidfd = None
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None
         self.process = None
 
 

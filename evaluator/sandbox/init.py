@@ -131,6 +131,10 @@ class SideInit:
     def build_root(self, sources: dict[str, int]) -> None:
         libc.mount(None, "/", None, libc.MS_REC | libc.MS_PRIVATE)
         libc.mount("tmpfs", NEW_ROOT, "tmpfs", libc.MS_NOSUID | libc.MS_NODEV, "size=16m,mode=755")
+        # The private /tmp, /dev/shm and home first: an exposed path below one of them (a checkout
+        # and its venv in /tmp) is then bound inside it instead of being hidden by it.
+        self.build_dev(sources)
+        self.build_work()
         for path in self.spec["exposed"]:
             if path not in sources:
                 target = NEW_ROOT + path
@@ -138,12 +142,10 @@ class SideInit:
                 os.symlink(os.readlink(path), target)
                 continue
             bind_read_only(sources[path], NEW_ROOT + path)
-        self.build_dev(sources)
         os.makedirs(NEW_ROOT + "/proc")
         libc.mount("proc", NEW_ROOT + "/proc", "proc", libc.MS_NOSUID | libc.MS_NODEV | libc.MS_NOEXEC)
         bind_read_only(sources["/sys"], NEW_ROOT + "/sys")
         bind_read_only(sources[self.spec["inbox"]], NEW_ROOT + self.spec["inbox_inside"])
-        self.build_work()
         os.makedirs(NEW_ROOT + "/.old")
         libc.pivot_root(NEW_ROOT, NEW_ROOT + "/.old")
         os.chdir("/")

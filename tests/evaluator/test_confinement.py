@@ -4,6 +4,8 @@ mode ran, a host that cannot confine is refused clearly, and outputs are copied 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -111,3 +113,37 @@ def test_copying_outputs_takes_no_sparse_file_no_unknown_task_and_no_more_than_i
     finally:
         os.close(fd)
     assert sorted(p.name for p in dest.iterdir()) == ["task0_trial1_rank1.pt", "task0_trial2_rank1.pt"]
+
+
+@pytest.mark.confined
+def test_an_exposed_path_below_tmp_stays_visible_inside_the_private_tmp(monkeypatch, tmp_path):
+    """A checkout and its venv in /tmp (a fresh clone there) must not be hidden by the side's /tmp."""
+    import sys
+
+    from evaluator.config import ResourceLimits
+    from evaluator.sandbox import RankLaunch, confined, open_box
+
+    shared = Path(tempfile.mkdtemp(prefix="pkb-exposed-", dir="/tmp"))
+    shared.chmod(0o755)  # mkdtemp makes it 0700: only root could read it, ranks are not root
+    (shared / "hello.txt").write_text("visible")
+    monkeypatch.setattr(confined, "exposed_paths", lambda: exposed_paths() + [str(shared)])
+    inbox = tmp_path / "in"
+    inbox.mkdir()
+    box = open_box(tmp_path, inbox, "cpu", ResourceLimits(), confined=True)
+    read, write = os.pipe()
+    stdin = os.open(os.devnull, os.O_RDONLY)
+    code = f"print(open({str(shared / 'hello.txt')!r}).read()); open('/tmp/mine', 'w').write('private')"
+    env = rank_env("cpu", 1, home=box.home, work=box.work, confined=True)
+    try:
+        box.start([RankLaunch(0, [sys.executable, "-I", "-c", code], env, (), write, stdin)])
+        os.close(write)
+        os.close(stdin)
+        output = b""
+        while chunk := os.read(read, 4096):
+            output += chunk
+    finally:
+        box.close()
+        os.close(read)
+        shutil.rmtree(shared)
+    assert output.decode().strip() == "visible"
+    assert not Path("/tmp/mine").exists()

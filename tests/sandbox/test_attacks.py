@@ -382,11 +382,25 @@ def test_memory_held_in_memfd_files_counts_against_the_rank(attack):
     "init.memory_files counts memfd files a process has open (/proc/<pid>/fd); a memfd sent over "
     "a unix socket (SCM_RIGHTS) that nobody reads, then closed, is open in no process and mapped "
     "nowhere: 2.5 GiB held for 2 s under a 2 GiB per-rank limit and a 256 MiB disk limit, unseen "
-    "(up to RLIMIT_NOFILE in-flight files of RLIMIT_FSIZE each)"))
+    "by the per-rank watch; where the host gives the side a memory cgroup, the side's cap (all ranks "
+    "together, 4.25 GiB here) still bounds it (next test)"))
 def test_memory_held_in_memfd_files_in_flight_counts_against_the_rank(attack):
     outcome = attack("hidden_memory_memfd_in_flight", TOTAL_MIB=2560,
                      resources=ResourceLimits(memory_bytes_per_rank=2 * GiB, disk_bytes=256 * MiB))
     held_nothing_or_was_stopped(outcome)
+
+
+def test_memory_in_flight_beyond_the_sides_cap_ends_the_side_where_it_has_a_memory_cgroup(attack):
+    from evaluator.sandbox.cgroup import side_cgroup
+
+    probe = side_cgroup()
+    if probe is None:
+        pytest.skip("this host gives the evaluator no memory cgroup (docs/sandbox.md)")
+    probe.remove()
+    outcome = attack("hidden_memory_memfd_in_flight", TOTAL_MIB=5120,
+                     resources=ResourceLimits(memory_bytes_per_rank=2 * GiB, disk_bytes=256 * MiB))
+    assert outcome.failure_class == "resource_limit", outcome
+    assert "cap of 4.25 GiB of host memory" in outcome.message
 
 
 def test_a_private_tmpfs_cannot_hold_memory_beyond_the_sides_limits(attack, marker):
