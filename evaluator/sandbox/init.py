@@ -103,12 +103,14 @@ class SideInit:
         self.scans = 0
 
     def run(self) -> None:
-        libc.prctl(libc.PR_SET_PDEATHSIG, signal.SIGKILL)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         sources = self.open_sources()
         os.setresgid(0, 0, 0)
         os.setresuid(0, 0, 0)  # root of our user namespace: mapped, with its capabilities there
-        libc.prctl(libc.PR_SET_DUMPABLE, 0)  # changing ids reset it: ranks must not ptrace us
+        # Changing ids reset both: die with the entry (and so with the evaluator), and let no
+        # rank ptrace us.
+        libc.prctl(libc.PR_SET_PDEATHSIG, signal.SIGKILL)
+        libc.prctl(libc.PR_SET_DUMPABLE, 0)
         self.build_root(sources)
         loopback_up()
         libc.sethostname("pkb-sandbox")

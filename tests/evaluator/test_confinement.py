@@ -147,3 +147,44 @@ def test_an_exposed_path_below_tmp_stays_visible_inside_the_private_tmp(monkeypa
         shutil.rmtree(shared)
     assert output.decode().strip() == "visible"
     assert not Path("/tmp/mine").exists()
+
+
+def processes_with(marker: str) -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            if name.isdigit() and marker.encode() in Path(f"/proc/{name}/cmdline").read_bytes():
+                found.append(int(name))
+        except OSError:
+            pass
+    return found
+
+
+@pytest.mark.confined
+def test_nothing_of_a_side_survives_the_evaluator_being_killed(tmp_path):
+    import secrets
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    marker = f"pkb-survivor-{secrets.token_hex(6)}"
+    solution = tmp_path / "sleeps.py"
+    solution.write_text((Path(__file__).parent / "hostile" / "sleeps_with_marker.py").read_text()
+                        .replace("__MARKER__", marker))
+    evaluator = subprocess.Popen([sys.executable, "-m", "evaluator.cli", "eval", "--problem", "all-reduce",
+                                  "--solution", str(solution), "--world-size", "2", "--size", "small"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_with(marker), "the candidate never started"
+    evaluator.send_signal(signal.SIGKILL)  # what a worker does to an evaluation past its limit
+    evaluator.wait()
+    deadline = time.monotonic() + 10
+    while processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    survivors = processes_with(marker)
+    for pid in survivors:
+        os.kill(pid, signal.SIGKILL)
+    assert survivors == []
