@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
 import datetime
 import hashlib
 import os
@@ -17,6 +18,7 @@ import re
 import secrets
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence
 
@@ -130,6 +132,7 @@ class Evaluation:
         self.profile = (hardware_profile(config.device, config.world_size, config.hardware_profile)
                         if config.timing else None)
         self.started_at = _now()
+        self.started_clock = time.monotonic()
 
     def job(self, side: str, workdir: Path, timed_calls: Sequence[int] = ()) -> dict[str, Any]:
         """``timed_calls``: candidate calls whose outputs the reference recomputes as extra trials."""
@@ -156,8 +159,18 @@ class Evaluation:
         }
 
     def run_side(self, side: str, workdir: Path, timed_calls: Sequence[int] = ()) -> SideResult:
-        return run_side(self.job(side, workdir, timed_calls), workdir, self.config.limits, self.timing_limit(),
+        return run_side(self.job(side, workdir, timed_calls), workdir, self.side_limits(side), self.timing_limit(),
                         self.on_progress, sandbox=self.config.sandbox, resources=self.config.resources)
+
+    def side_limits(self, side: str) -> Limits:
+        """The configured limits, the side's total cut to fit the deadline: the candidate gets
+        at most half of what is left, the reference the rest (less a few seconds to judge)."""
+        limits = self.config.limits
+        if self.config.deadline_s is None:
+            return limits
+        left = self.config.deadline_s - (time.monotonic() - self.started_clock)
+        share = left / 2 if side == "candidate" else left - 5.0
+        return dataclasses.replace(limits, total_s=max(1.0, min(limits.total_s, share)))
 
     def timing_limit(self) -> float:
         """Seconds the timed phase may take: its own caps, generously, plus input copies."""

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
+from contract import progress
+
 from .config import EvalConfig, Limits
 
 
@@ -26,6 +28,8 @@ def _add_eval(sub: Any) -> None:
     p.add_argument("--hardware", default=None, help="hardware profile id for the roofline")
     p.add_argument("--startup-timeout", type=float, default=Limits.startup_s)
     p.add_argument("--step-timeout", type=float, default=Limits.step_s)
+    p.add_argument("--deadline", type=float, default=None,
+                   help="seconds the whole evaluation may take; each side's limit is cut to fit")
     p.add_argument("--json", type=Path, default=None, help="write the report here")
     p.add_argument("--report-fd", type=int, default=None,
                    help="also write the report to this inherited descriptor, then close it (for workers)")
@@ -71,7 +75,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                         device=args.device, dtype=args.dtype, size=args.size, trials=args.trials,
                         seed=args.seed, timing=not args.no_timing, hardware_profile=args.hardware,
                         limits=Limits(startup_s=args.startup_timeout, step_s=args.step_timeout),
-                        sandbox=not args.no_sandbox)
+                        sandbox=not args.no_sandbox, deadline_s=args.deadline)
     if args.no_sandbox:
         print("pkb eval: warning: --no-sandbox: the candidate runs with your rights, network and files",
               file=sys.stderr)
@@ -87,7 +91,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _print_progress(side: str, event: dict[str, Any]) -> None:
-    print("PKB-PROGRESS " + json.dumps({"side": side, **event}), file=sys.stderr, flush=True)
+    print(progress.format_line(side, event), file=sys.stderr, flush=True)
 
 
 def render_summary(report: Mapping[str, Any]) -> str:

@@ -89,6 +89,9 @@ class EvalConfig:
     limits: Limits = field(default_factory=Limits)
     resources: ResourceLimits = field(default_factory=ResourceLimits)
     sandbox: bool = True  # False runs candidate code unconfined (the report says so)
+    # Seconds the whole evaluation may take (a worker's deadline, inside its own kill); each side's
+    # limit is cut to fit, so that running long ends in a diagnosis, not a kill from outside.
+    deadline_s: Optional[float] = None
     workdir: Optional[Path] = None  # None: a fresh temporary directory, removed afterwards
 
     def resolved_timing(self) -> TimingConfig:

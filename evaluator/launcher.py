@@ -372,9 +372,11 @@ class SideRun:
         stuck = sorted(rank for rank, n in progress.items() if n == least)
         ahead = sorted(set(range(len(self.ranks))) - set(stuck))
         where = self._progress(stuck[0])
-        limit = self.limits.total_s if over_total else self._limit(self.ranks[stuck[0]])
-        message = (f"rank{'s' if len(stuck) > 1 else ''} {', '.join(map(str, stuck))} made no progress for "
-                   f"{limit:.0f} s {where}")
+        who = f"rank{'s' if len(stuck) > 1 else ''} {', '.join(map(str, stuck))}"
+        if over_total:
+            message = f"the side ran past its time limit of {self.limits.total_s:.0f} s; {who} {where}"
+        else:
+            message = f"{who} made no progress for {self._limit(self.ranks[stuck[0]]):.0f} s {where}"
         if ahead:
             message += f" while rank{'s' if len(ahead) > 1 else ''} {', '.join(map(str, ahead))} went further"
         message += ": deadlock or timeout; every rank was killed"

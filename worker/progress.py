@@ -7,29 +7,15 @@ is ``compiling``; from then on it is ``running``.
 
 from __future__ import annotations
 
-import json
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable
-
-PREFIX = "PKB-PROGRESS "
 
 
 @dataclass(frozen=True)
 class Progress:
     status: str  # "compiling" or "running"
     step: str  # e.g. "candidate: trial 2 of 5", "reference: timing"
-
-
-def parse(line: str) -> dict[str, Any] | None:
-    """The event of one output line, or None when the line is not a progress line."""
-    if not line.startswith(PREFIX):
-        return None
-    try:
-        event = json.loads(line[len(PREFIX):])
-    except ValueError:
-        return None
-    return event if isinstance(event, dict) and event.get("side") in ("candidate", "reference") else None
 
 
 def describe(event: dict[str, Any], trials: int) -> str | None:

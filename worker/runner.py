@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from evaluator.safety import NO_MULTICAST_ENV
+from contract.gpu import NO_MULTICAST_ENV
+from contract.job import EvalJob
+from contract.progress import parse_line
 
 from . import progress
 from .progress import Progress
@@ -28,19 +30,6 @@ class RunResult:
     timed_out: bool
     output_tail: str
     seconds: float
-
-
-def command_for(job: dict[str, Any], eval_command: list[str], solution: Path, report_fd: int,
-                extra: tuple[str, ...] = ()) -> list[str]:
-    cmd = [*eval_command, "eval", "--problem", str(job["problem"]), "--solution", str(solution),
-           "--world-size", str(int(job["world_size"])), "--device", str(job["device"]),
-           "--size", str(job["size"]), "--trials", str(int(job.get("trials") or 5)),
-           "--report-fd", str(report_fd), "--progress"]
-    if job.get("dtype"):
-        cmd += ["--dtype", str(job["dtype"])]
-    if job.get("hardware_profile"):
-        cmd += ["--hardware", str(job["hardware_profile"])]
-    return cmd + list(extra)
 
 
 def _kill_session(proc: subprocess.Popen[bytes], grace_s: float = 3.0) -> None:
@@ -61,33 +50,34 @@ def _pump(stream: Any, sink: list[str], tracker: progress.Tracker,
           on_progress: Callable[[Progress], None]) -> None:
     for raw in iter(stream.readline, b""):
         line = raw.decode(errors="replace")
-        event = progress.parse(line)
+        event = parse_line(line)
         if event is None:
             sink.append(line)  # progress lines stay out of the tail a failure shows
         elif (step := tracker.feed(event)) is not None:
             on_progress(step)
 
 
-def run(job: dict[str, Any], eval_command: list[str], timeout_s: float,
+def run(job: EvalJob, eval_command: list[str], timeout_s: float,
         on_progress: Callable[[Progress], None] = lambda _: None, extra: tuple[str, ...] = ()) -> RunResult:
-    """Runs `pkb eval --progress`; ``on_progress`` gets each step as rank 0 of a side reports."""
+    """Runs `pkb eval --progress` for ``job``, killed after ``timeout_s``; ``on_progress`` gets
+    each step as rank 0 of a side reports. The evaluator's own deadline is a margin shorter."""
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix=f"pkb-{job['submission_id']}-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"pkb-{job.submission_id}-") as tmp:
         solution = Path(tmp) / "solution.py"
-        solution.write_text(job["source"], encoding="utf-8")
+        solution.write_text(job.source, encoding="utf-8")
         env = {**os.environ, **NO_MULTICAST_ENV, "PYTHONUNBUFFERED": "1"}
         # The report comes back on a pipe only `pkb eval` holds (its ranks never inherit it), not
         # as a file that something outliving the run could rewrite before we read it.
         report_r, report_w = os.pipe()
         try:
-            proc = subprocess.Popen(command_for(job, eval_command, solution, report_w, extra), cwd=tmp, env=env,
+            proc = subprocess.Popen(job.command(eval_command, solution, report_w, timeout_s, extra), cwd=tmp, env=env,
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     start_new_session=True, pass_fds=(report_w,))
         finally:
             os.close(report_w)
         lines: list[str] = []
         chunks: list[bytes] = []
-        tracker = progress.Tracker(int(job.get("trials") or 5))
+        tracker = progress.Tracker(job.trials)
         pump = threading.Thread(target=_pump, args=(proc.stdout, lines, tracker, on_progress),
                                 daemon=True)
         reader = threading.Thread(target=_read_all, args=(report_r, chunks), daemon=True)

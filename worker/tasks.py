@@ -1,4 +1,4 @@
-"""The evaluation task. Takes a self-contained job (see portal/submissions/services.py
+"""The evaluation task. Takes a self-contained job (contract.job.EvalJob, sent by the portal's
 ``task_payload``) and answers over HTTP; the broker carries no results."""
 
 from __future__ import annotations
@@ -10,6 +10,9 @@ from typing import Any
 from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import worker_init
 
+from contract.callbacks import report_url, status_url, submission_url
+from contract.job import TASK_NAME, EvalJob, JobError
+
 from . import callback, confinement, progress, runner
 from .app import app
 from .config import WorkerConfig
@@ -17,35 +20,38 @@ from .config import WorkerConfig
 log = logging.getLogger(__name__)
 
 
-def _url(job: dict[str, Any], config: WorkerConfig, what: str) -> str:
-    base = job["callback_url"]
-    if config.portal_url:
-        base = config.portal_url.rstrip("/") + "/api/v1/worker/submissions/" \
-            + f"{job['submission_id']}/"
-    return f"{base}{what}/"
+def _endpoint(job: EvalJob, config: WorkerConfig) -> str:
+    """The submission's endpoint, at the portal address this worker was told to use, if any."""
+    return submission_url(config.portal_url, job.submission_id) if config.portal_url else job.callback_url
 
 
 def _worker_name(config: WorkerConfig) -> str:
     return config.name or socket.gethostname()
 
 
-def evaluate_job(job: dict[str, Any], config: WorkerConfig | None = None) -> str:
+def evaluate_job(payload: dict[str, Any], config: WorkerConfig | None = None) -> str:
     config = config or WorkerConfig()
-    token, name = job["token"], _worker_name(config)
+    try:
+        job = EvalJob.from_payload(payload)
+    except JobError as exc:
+        # Without a valid job there is no trustworthy address to answer: log it, ack it.
+        log.error("not a job, dropped: %s", exc)
+        return "bad-job"
+    token, name = job.token, _worker_name(config)
 
     def status(value: str, step: str = "") -> None:
         try:
-            callback.post(_url(job, config, "status"), token,
+            callback.post(status_url(_endpoint(job, config)), token,
                           {"status": value, "step": step, "worker": name}, retries=1)
         except Exception as exc:  # status is advisory; the report is what counts
-            log.warning("status %s for %s not delivered: %s", value, job["submission_id"], exc)
+            log.warning("status %s for %s not delivered: %s", value, job.submission_id, exc)
 
     try:
         flags = tuple(confinement.sandbox_flags(config))
     except confinement.SandboxUnavailable as exc:
         return _post(job, config, {"error": f"The worker refused the job: {exc}.", "worker": name}, "refused")
     status("compiling", "starting the evaluator")
-    limit = min(float(job.get("timeout_s") or config.max_eval_s), float(config.max_eval_s))
+    limit = min(job.timeout_s, float(config.max_eval_s))
     sender = progress.LatestSender(lambda p: status(p.status, p.step))
     try:
         result = runner.run(job, config.eval_command, limit, on_progress=sender.put, extra=flags)
@@ -65,11 +71,11 @@ def evaluate_job(job: dict[str, Any], config: WorkerConfig | None = None) -> str
     return _post(job, config, payload, outcome)
 
 
-def _post(job: dict[str, Any], config: WorkerConfig, payload: dict[str, Any], outcome: str) -> str:
+def _post(job: EvalJob, config: WorkerConfig, payload: dict[str, Any], outcome: str) -> str:
     try:
-        callback.post(_url(job, config, "report"), job["token"], payload, retries=config.post_retries)
+        callback.post(report_url(_endpoint(job, config)), job.token, payload, retries=config.post_retries)
     except callback.CallbackRejected as exc:
-        log.warning("portal refused the result of %s: %s", job["submission_id"], exc)
+        log.warning("portal refused the result of %s: %s", job.submission_id, exc)
         return "rejected"
     return outcome
 
@@ -80,7 +86,7 @@ def refuse_to_start_unconfined(**_: Any) -> None:
     confinement.sandbox_flags(WorkerConfig())
 
 
-@app.task(name="pkb.evaluate", bind=True, acks_late=True, reject_on_worker_lost=True,
+@app.task(name=TASK_NAME, bind=True, acks_late=True, reject_on_worker_lost=True,
           ignore_result=True)
 def evaluate(self: Any, job: dict[str, Any]) -> str:
     try:

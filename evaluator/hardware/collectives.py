@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from ..safety import NO_MULTICAST_ENV
+from contract.gpu import NO_MULTICAST_ENV
 from .timers import cuda_median_ms
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")

@@ -21,7 +21,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from . import collectives, smi
-from ..safety import NO_MULTICAST_ENV
+from contract.gpu import NO_MULTICAST_ENV
 from .timers import cuda_median_ms
 
 SCHEMA_VERSION = "1.0"

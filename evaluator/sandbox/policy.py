@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..safety import NO_MULTICAST_ENV
+from contract.gpu import NO_MULTICAST_ENV
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,9 +65,9 @@ def rank_env(device: str, threads: int, *, home: Path, work: Path, confined: boo
     return env
 
 
-# Of the checkout, ranks see the two packages they import and nothing else: a local site keeps
+# Of the checkout, ranks see the packages they import and nothing else: a local site keeps
 # its database, uploads and broker queue under the checkout.
-REPO_PACKAGES = ("evaluator", "problems")
+REPO_PACKAGES = ("contract", "evaluator", "problems")
 
 
 def python_paths() -> list[str]:

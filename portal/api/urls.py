@@ -2,6 +2,8 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.authtoken.views import obtain_auth_token
 
+from contract.callbacks import REPORT_ROUTE, STATUS_ROUTE
+
 from . import views, worker_views
 
 v1 = [
@@ -17,9 +19,9 @@ v1 = [
          name="leaderboard-problem"),
     path("compare/", views.Compare.as_view(), name="compare"),
     path("auth/token/", obtain_auth_token, name="token"),
-    path("worker/submissions/<int:pk>/status/", worker_views.WorkerStatus.as_view(),
+    path(STATUS_ROUTE, worker_views.WorkerStatus.as_view(),
          name="worker-status"),
-    path("worker/submissions/<int:pk>/report/", worker_views.WorkerReport.as_view(),
+    path(REPORT_ROUTE, worker_views.WorkerReport.as_view(),
          name="worker-report"),
 ]
 

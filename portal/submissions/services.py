@@ -13,13 +13,14 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from contract.callbacks import submission_url
+from contract.job import TASK_NAME, EvalJob
 from portal.catalog.models import Hardware, Problem, ProblemVersion
 
 from .models import AIModel, Status, Submission
 from .validation import SubmissionError, check_model_name, check_python, decode_source
 
 log = logging.getLogger(__name__)
-TASK_NAME = "pkb.evaluate"
 
 
 @dataclass(frozen=True)
@@ -105,24 +106,17 @@ def create(*, user: Any, target: Target, backend: str, model: AIModel, text: str
 
 
 def task_payload(submission: Submission, token: str) -> dict[str, Any]:
-    """The whole job: a worker needs nothing from the database."""
+    """The whole job (contract.job): a worker needs nothing from the database."""
     hardware = submission.hardware
-    base = settings.PKB_CALLBACK_BASE_URL.rstrip("/")
-    return {
-        "submission_id": submission.pk,
-        "problem": submission.problem.slug,
-        "problem_version": submission.problem_version.version,
-        "source": submission.source,
-        "world_size": submission.world_size,
-        "device": hardware.device,
-        "size": submission.size,
-        "dtype": submission.dtype or None,
-        "trials": settings.PKB_EVAL_TRIALS,
-        "hardware_profile": None if hardware.builtin else hardware.slug,
-        "timeout_s": settings.PKB_EVAL_TIMEOUT_S,
-        "callback_url": f"{base}/api/v1/worker/submissions/{submission.pk}/",
-        "token": token,
-    }
+    return EvalJob(
+        submission_id=submission.pk, problem=submission.problem.slug,
+        problem_version=submission.problem_version.version, source=submission.source,
+        world_size=submission.world_size, device=hardware.device, size=submission.size,
+        dtype=submission.dtype or None, trials=settings.PKB_EVAL_TRIALS,
+        hardware_profile=None if hardware.builtin else hardware.slug,
+        timeout_s=float(settings.PKB_EVAL_TIMEOUT_S),
+        callback_url=submission_url(settings.PKB_CALLBACK_BASE_URL, submission.pk), token=token,
+    ).to_payload()
 
 
 def queue_for(submission: Submission) -> str:

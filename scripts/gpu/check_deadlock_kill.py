@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from evaluator.safety import NO_MULTICAST_ENV as NO_MULTICAST  # noqa: E402
+from contract.gpu import NO_MULTICAST_ENV as NO_MULTICAST  # noqa: E402
 
 RANKS = r"""
 import os, sys, importlib.util, torch, torch.distributed as dist, torch.multiprocessing as mp

@@ -24,7 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from evaluator.safety import NO_MULTICAST_ENV as NO_MULTICAST  # noqa: E402
+from contract.gpu import NO_MULTICAST_ENV as NO_MULTICAST  # noqa: E402
 os.environ.update(NO_MULTICAST)
 
 import torch  # noqa: E402

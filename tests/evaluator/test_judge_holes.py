@@ -38,3 +38,16 @@ def test_modules_a_candidate_plants_are_never_imported_by_the_reference(tmp_path
 def test_the_channel_token_is_nowhere_in_the_environment():
     report = run("reads_channel_token", timing=False)
     assert report["verdict"] == "pass", report["failure"]
+
+
+def test_a_deadline_ends_a_slow_candidate_with_a_diagnosis_inside_it():
+    import time
+
+    started = time.monotonic()
+    report = run("slow_but_steady", trials=5, timing=False, deadline_s=14)
+    seconds = time.monotonic() - started
+    failure = report["failure"]
+    assert failure["failure_class"] == "deadlock", failure
+    assert failure["message"].startswith("the side ran past its time limit of 7 s; ranks 0, 1 in trial")
+    assert set(failure["stacks"]) == {"0", "1"} and "slow_but_steady.py" in failure["stacks"]["0"]
+    assert seconds < 14

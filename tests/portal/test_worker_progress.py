@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from contract.job import EvalJob
+from contract.progress import parse_line
 from worker import progress, runner, tasks
 from worker.config import WorkerConfig
 
@@ -41,16 +43,17 @@ def fake_eval(tmp_path: Path) -> list[str]:
 
 
 def job(**extra: Any) -> dict[str, Any]:
-    return {"submission_id": 7, "problem": "all-reduce", "source": "solution = None\n",
-            "world_size": 2, "device": "cpu", "size": "small", "trials": 2, "token": "t",
+    return {"submission_id": 7, "problem": "all-reduce", "problem_version": "v1", "source": "solution = None\n",
+            "world_size": 2, "device": "cpu", "size": "small", "dtype": None, "trials": 2,
+            "hardware_profile": None, "timeout_s": 900, "token": "t",
             "callback_url": "http://portal.invalid/api/v1/worker/submissions/7/", **extra}
 
 
 def test_a_progress_line_is_parsed_and_others_are_not() -> None:
     line = 'PKB-PROGRESS {"side": "candidate", "event": "step", "step": "trial 0", "task": 0}\n'
-    assert progress.parse(line) == {"side": "candidate", "event": "step", "step": "trial 0", "task": 0}
-    assert progress.parse("trial 0 passed\n") is None
-    assert progress.parse("PKB-PROGRESS {not json\n") is None
+    assert parse_line(line) == {"side": "candidate", "event": "step", "step": "trial 0", "task": 0}
+    assert parse_line("trial 0 passed\n") is None
+    assert parse_line("PKB-PROGRESS {not json\n") is None
 
 
 def test_steps_read_as_sentences() -> None:
@@ -66,7 +69,7 @@ def test_steps_read_as_sentences() -> None:
 
 def test_the_runner_reports_each_step_and_keeps_them_out_of_the_output(fake_eval: list[str]) -> None:
     seen: list[progress.Progress] = []
-    result = runner.run(job(), fake_eval, 60, on_progress=seen.append)
+    result = runner.run(EvalJob.from_payload(job()), fake_eval, 60, on_progress=seen.append)
     assert result.report == {"verdict": "pass"}
     assert seen[0] == progress.Progress("running", "candidate: started")
     assert [p.step for p in seen][1:5] == ["candidate: trial 1 of 2", "candidate: trial 2 of 2",

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from worker import confinement, runner
+from contract.job import EvalJob
+from worker import confinement
 from worker.config import WorkerConfig
 
 
@@ -30,8 +31,10 @@ def test_an_operator_override_runs_unconfined_and_says_so(monkeypatch, caplog):
 
 
 def test_the_flag_reaches_the_evaluator_command_line():
-    job = {"problem": "all-reduce", "world_size": 2, "device": "cpu", "size": "small", "trials": 1}
-    command = runner.command_for(job, ["pkb"], Path("s.py"), 9, ("--no-sandbox",))
+    job = EvalJob(submission_id=1, problem="all-reduce", problem_version="v", source="", world_size=2,
+                  device="cpu", size="small", dtype=None, trials=1, hardware_profile=None, timeout_s=900,
+                  callback_url="http://portal/api/v1/worker/submissions/1/", token="t")
+    command = job.command(["pkb"], Path("s.py"), 9, 900, ("--no-sandbox",))
     assert command[-1] == "--no-sandbox" and command[:2] == ["pkb", "eval"]
 
 
@@ -43,7 +46,9 @@ def test_a_refused_job_is_reported_to_the_portal_not_run(monkeypatch):
     posted = []
     monkeypatch.setattr(tasks.callback, "post", lambda url, token, payload, retries: posted.append((url, payload)))
     monkeypatch.setattr(tasks.runner, "run", lambda *a, **k: pytest.fail("a refused job must not run"))
-    job = {"submission_id": 7, "token": "t", "callback_url": "http://portal/api/v1/worker/submissions/7/"}
-    assert tasks.evaluate_job(job, WorkerConfig()) == "refused"
+    job = EvalJob(submission_id=7, problem="all-reduce", problem_version="v", source="", world_size=2,
+                  device="cpu", size="small", dtype=None, trials=1, hardware_profile=None, timeout_s=900,
+                  callback_url="http://portal/api/v1/worker/submissions/7/", token="t")
+    assert tasks.evaluate_job(job.to_payload(), WorkerConfig()) == "refused"
     assert posted[-1][0].endswith("/7/report/")
     assert "refused the job" in posted[-1][1]["error"] and "no user namespaces" in posted[-1][1]["error"]
