@@ -7,7 +7,9 @@ from typing import Any
 from rest_framework import serializers
 
 from portal.catalog.models import Hardware, Problem, ProblemVersion
+from portal.lib.reports import schema_error
 from portal.submissions.models import BACKENDS, Submission
+from portal.submissions.reporting import overdue_reason
 
 
 class VersionSerializer(serializers.ModelSerializer):
@@ -123,6 +125,8 @@ class SubmissionSerializer(serializers.ModelSerializer):
     def to_representation(self, obj: Submission) -> dict[str, Any]:
         data = super().to_representation(obj)
         data["queue_position"] = obj.queue_position()
+        if obj.is_pending and not data["status_reason"]:
+            data["status_reason"] = overdue_reason(obj)  # read-only: the reaper does the failing
         return data
 
 
@@ -157,4 +161,7 @@ class WorkerReportSerializer(serializers.Serializer):
             raise serializers.ValidationError("send either a report or an error")
         if report is not None and not (isinstance(report, dict) and report.get("verdict") in ("pass", "fail")):
             raise serializers.ValidationError({"report": "not an evaluator report (verdict pass|fail)"})
+        if report is not None and (problem := schema_error(report)) is not None:
+            raise serializers.ValidationError(
+                {"report": f"does not match the evaluator's report schema (evaluator/report.schema.json) at {problem}"})
         return attrs

@@ -19,7 +19,6 @@ from portal.catalog.models import Hardware, Problem, ProblemVersion
 from portal.catalog.prompts import build_prompt
 from portal.leaderboards import services as boards
 from portal.submissions.models import Submission
-from portal.submissions.reporting import reap_one
 from portal.submissions.services import submit
 from portal.submissions.validation import SubmissionError
 
@@ -155,12 +154,6 @@ class SubmissionDetail(BaseRetrieveView):
     serializer_class = s.SubmissionDetailSerializer
     queryset = Submission.objects.select_related("model", "hardware", "user",
                                                  "problem_version__problem")
-
-    def get_object(self) -> Submission:
-        sub: Submission = super().get_object()
-        if sub.is_pending and reap_one(sub):
-            sub.refresh_from_db()
-        return sub
 
 
 class ModelLeaderboard(BaseView):

@@ -6,7 +6,10 @@ tolerate missing keys, so an older or newer schema still displays.
 
 from __future__ import annotations
 
+import functools
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping
 
 
@@ -51,6 +54,25 @@ def summarize(report: Mapping[str, Any]) -> Summary:
         roofline_ms=_num(_get(report, "timing", "roofline", "time_ms")),
         device=str(_get(report, "setting", "device") or _get(report, "timing", "device") or ""),
     )
+
+
+@functools.lru_cache(maxsize=1)
+def _validator() -> Any:
+    from jsonschema import Draft202012Validator
+
+    import evaluator
+
+    schema = json.loads((Path(evaluator.__file__).parent / "report.schema.json").read_text())
+    return Draft202012Validator(schema)
+
+
+def schema_error(report: Any) -> str | None:
+    """Where ``report`` breaks evaluator/report.schema.json, in one line; None when it does not."""
+    error = next(iter(sorted(_validator().iter_errors(report), key=lambda e: list(e.absolute_path))), None)
+    if error is None:
+        return None
+    where = "/".join(str(part) for part in error.absolute_path) or "(top level)"
+    return f"{where}: {error.message[:300]}"
 
 
 def looks_like_report(data: Any) -> bool:

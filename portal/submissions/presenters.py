@@ -5,11 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from .models import Submission
+from .reporting import overdue_reason
 
 
 def status_payload(sub: Submission) -> dict[str, Any]:
     return {
-        "id": sub.pk, "status": sub.status, "status_reason": sub.status_reason,
+        "id": sub.pk, "status": sub.status,
+        "status_reason": sub.status_reason or (overdue_reason(sub) if sub.is_pending else ""),
         "progress": sub.progress if sub.is_pending else "",
         "queue_position": sub.queue_position(), "verdict": sub.verdict,
         "failure_class": sub.failure_class, "speedup": sub.speedup,

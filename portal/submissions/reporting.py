@@ -117,6 +117,11 @@ def is_stuck(sub: Submission, now: datetime | None = None) -> bool:
     return deadline is not None and (now or timezone.now()) > deadline
 
 
+def overdue_reason(sub: Submission) -> str:
+    """For pages: why a pending job will be failed by the reaper, or "" (reads, never writes)."""
+    return f"Overdue: {stuck_reason(sub)} The reaper will mark it failed." if is_stuck(sub) else ""
+
+
 def reap_one(sub: Submission, now: datetime | None = None) -> bool:
     if not is_stuck(sub, now):
         return False

@@ -120,11 +120,20 @@ def test_the_reaper_fails_a_job_no_worker_took(job: Any, settings: Any) -> None:
     assert "No worker" in sub.status_reason
 
 
-def test_reading_a_stuck_submission_reaps_it(anonymous_api: Any, job: Any, settings: Any) -> None:
+def test_reading_a_stuck_submission_says_it_is_overdue_and_writes_nothing(
+        anonymous_api: Any, job: Any, settings: Any) -> None:
     sub, _ = job
     settings.PKB_QUEUE_TIMEOUT_S = 5
     Submission.objects.filter(pk=sub.pk).update(created_at=timezone.now() - timedelta(seconds=6))
-    assert anonymous_api.get(f"/api/v1/submissions/{sub.pk}/").json()["status"] == "failed"
+    body = anonymous_api.get(f"/api/v1/submissions/{sub.pk}/").json()
+    page = anonymous_api.get(f"/submissions/{sub.pk}/status.json").json()
+    for seen in (body, page):
+        assert seen["status"] == "queued" and seen["status_reason"].startswith("Overdue: No worker")
+    sub.refresh_from_db()
+    assert sub.status == "queued" and sub.status_reason == ""  # a GET changed nothing
+    assert reap_stuck() == 1  # the reaper is what fails it
+    sub.refresh_from_db()
+    assert sub.status == "failed" and sub.status_reason.startswith("No worker")
 
 
 def test_the_latest_step_shows_while_pending_and_clears_at_the_end(
@@ -139,3 +148,15 @@ def test_the_latest_step_shows_while_pending_and_clears_at_the_end(
     post(anonymous_api, sub, "report", token, {"report": real_report})
     sub.refresh_from_db()
     assert sub.progress == ""
+
+
+def test_a_report_that_breaks_the_schema_is_refused_and_the_job_stays_open(
+        anonymous_api: Any, job: Any, real_report: dict[str, Any]) -> None:
+    sub, token = job
+    broken = {**real_report, "trials": "all of them"}
+    response = post(anonymous_api, sub, "report", token, {"report": broken})
+    assert response.status_code == 400
+    assert "report schema" in str(response.json()) and "trials" in str(response.json())
+    sub.refresh_from_db()
+    assert sub.is_pending and sub.report is None  # nothing half-stored; a correct report may follow
+    assert post(anonymous_api, sub, "report", token, {"report": real_report}).status_code == 200

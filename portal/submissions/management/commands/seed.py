@@ -9,7 +9,6 @@ from portal.catalog.models import Hardware
 from portal.catalog.reference_timings import import_timings
 from portal.catalog.services import load_catalog
 from portal.submissions.importing import enqueue_baselines, import_results
-from portal.submissions.reporting import reap_stuck
 
 
 class Command(BaseCommand):
@@ -35,9 +34,6 @@ class Command(BaseCommand):
                           "without a baseline (failed, untimed, or timed on an earlier problem version)")
         for error in loaded.errors + imported.errors + timings.errors:
             self.stderr.write(f"error: {error}")
-        reaped = reap_stuck()
-        if reaped:
-            self.stdout.write(f"marked {reaped} stuck submissions failed")
         if options["baselines"]:
             hardware = Hardware.objects.get(slug=options["baselines"])
             queued = enqueue_baselines(hardware)
