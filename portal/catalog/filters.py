@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from portal.submissions.querysets import with_solved
 from problems.spec import CATEGORIES, COLLECTIVES
 
 from .models import Hardware, Problem
@@ -33,7 +34,7 @@ class ProblemFilter:
             qs = qs.filter(source_codebase=self.codebase)
         qs = qs.search(self.q)
         hw = Hardware.objects.filter(slug=self.hardware).first() if self.hardware else None
-        qs = qs.with_solved(hw.pk if hw else None)
+        qs = with_solved(qs, hw.pk if hw else None)
         if self.solved == "yes":
             qs = qs.filter(solved=True)
         elif self.solved == "no":

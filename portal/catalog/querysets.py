@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from django.db import models
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Q
 
 
 class ProblemQuerySet(models.QuerySet):
@@ -23,16 +23,6 @@ class ProblemQuerySet(models.QuerySet):
             | Q(source_function__icontains=text) | Q(versions__description__icontains=text,
                                                     versions__is_current=True)
         ).distinct()
-
-    def with_solved(self, hardware_id: int | None = None) -> ProblemQuerySet:
-        """Annotate ``solved``: a passing submission by a model other than the reference."""
-        from portal.submissions.models import Submission
-
-        passing = Submission.objects.passing().exclude(model__kind="reference").filter(
-            problem_version__problem=OuterRef("pk"))
-        if hardware_id is not None:
-            passing = passing.filter(hardware_id=hardware_id)
-        return self.annotate(solved=Exists(passing))
 
 
 class HardwareQuerySet(models.QuerySet):

@@ -1,18 +1,16 @@
-"""Hardware profiles as plain dicts, whichever way they are published.
-
-The GPU engineer's ``evaluator.hardware.profiles`` is the source of truth once it exists; until
-then (or if it fails to import) the committed ``hardware/*.json`` files are read directly. Keys
-may be missing: every reader here tolerates that. One builtin profile describes the local CPU
-worker (gloo processes), so the one-machine setup has a queue to send work to; it carries no
-measurements.
+"""Hardware profiles as plain dicts, read through ``evaluator.hardware.profiles`` (the source of
+truth for the committed ``hardware/*.json``). Keys may be missing: every reader here tolerates
+that. One builtin profile describes the local CPU worker (gloo processes), so the one-machine
+setup has a queue to send work to; it carries no measurements.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
+
+from evaluator.hardware.profiles import list_profiles
 
 log = logging.getLogger(__name__)
 
@@ -30,42 +28,13 @@ LOCAL_CPU: Profile = {
 }
 
 
-def _from_evaluator(directory: Path) -> list[Profile] | None:
-    try:
-        from evaluator.hardware import profiles as module  # type: ignore[import-not-found]
-    except Exception:  # not landed yet, or broken: fall back to the JSON files
-        return None
-    for name in ("list_profiles", "all_profiles", "list", "profiles"):
-        fn = getattr(module, name, None)
-        if callable(fn):
-            try:
-                found = [dict(p) for p in fn(directory)]
-            except Exception as exc:
-                log.warning("evaluator.hardware.profiles.%s failed: %s", name, exc)
-                return None
-            return found
-    return None
-
-
-def _from_files(directory: Path) -> list[Profile]:
-    found = []
-    for path in sorted(directory.glob("*.json")):
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
-            log.warning("skipping hardware profile %s: %s", path, exc)
-            continue
-        if isinstance(data, dict):
-            data.setdefault("id", path.stem)
-            found.append(data)
-    return found
-
-
 def load_profiles(directory: Path) -> list[Profile]:
     """Every published profile, plus the builtin local CPU one when no CPU profile is published."""
-    profiles = _from_evaluator(directory)
-    if profiles is None:
-        profiles = _from_files(directory)
+    try:
+        profiles = [dict(p) for p in list_profiles(directory)]
+    except (OSError, ValueError) as exc:  # a broken file must not take the catalog down
+        log.warning("hardware profiles in %s unreadable: %s", directory, exc)
+        profiles = []
     if not any(str(p.get("kind", "")).lower() == "cpu" for p in profiles):
         profiles.append(dict(LOCAL_CPU))
     return profiles

@@ -31,3 +31,16 @@ class SubmissionQuerySet(models.QuerySet):
     def ranked(self) -> SubmissionQuerySet:
         """Best first: correct, then by speedup."""
         return self.passing().order_by(models.F("speedup").desc(nulls_last=True), "finished_at")
+
+
+def with_solved(problems: models.QuerySet, hardware_id: int | None = None) -> models.QuerySet:
+    """Problems annotated with ``solved``: a passing submission by a model other than the
+    reference (on ``hardware_id`` where given). Lives with submissions, which know problems,
+    so that the catalog never needs to know submissions."""
+    from .models import Submission
+
+    passing = Submission.objects.passing().exclude(model__kind="reference").filter(
+        problem_version__problem=models.OuterRef("pk"))
+    if hardware_id is not None:
+        passing = passing.filter(hardware_id=hardware_id)
+    return problems.annotate(solved=models.Exists(passing))

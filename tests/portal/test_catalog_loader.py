@@ -75,7 +75,6 @@ def test_details_hold_shapes_and_traffic_per_world_size(monkeypatch: pytest.Monk
 
 def test_hardware_profiles_load_from_json_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake_registry(monkeypatch, "")
-    monkeypatch.setattr("portal.lib.hardware._from_evaluator", lambda directory: None)
     (tmp_path / "h200.json").write_text(json.dumps(
         {"id": "h200-x4", "kind": "gpu", "gpus": {"model": "NVIDIA H200", "count": 4}}))
     load_catalog("problems", tmp_path)
