@@ -6,42 +6,26 @@ from typing import Any
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
-from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.submissions.models import Submission
 from portal.submissions.reporting import TransitionError, record_failure, record_report, record_status
 
 from .serializers import WorkerReportSerializer, WorkerStatusSerializer
+from .worker_auth import IsTheSubmissionsWorker, WorkerTokenAuthentication
 
 
 class WorkerView(APIView):
-    authentication_classes: list[Any] = []
-    permission_classes = [AllowAny]
+    authentication_classes = [WorkerTokenAuthentication]
+    permission_classes = [IsTheSubmissionsWorker]
     throttle_classes: list[Any] = []
-
-    def authorize(self, request: Request, pk: int) -> Response | None:
-        header = request.headers.get("Authorization", "")
-        scheme, _, token = header.partition(" ")
-        sub = Submission.objects.filter(pk=pk).only("id", "token_hash", "status").first()
-        if sub is None:
-            return Response({"detail": "no such submission"}, status=status.HTTP_404_NOT_FOUND)
-        if scheme != "Worker" or not sub.token_matches(token.strip()):
-            if not sub.token_hash:
-                return Response({"detail": f"submission is already {sub.status}"},
-                                status=status.HTTP_409_CONFLICT)
-            return Response({"detail": "bad worker token"}, status=status.HTTP_403_FORBIDDEN)
-        return None
 
 
 class WorkerStatus(WorkerView):
     @extend_schema(request=WorkerStatusSerializer, responses={200: dict},
                    description="Workers only: `Authorization: Worker <job token>`.")
     def post(self, request: Request, pk: int) -> Response:
-        if denied := self.authorize(request, pk):
-            return denied
         form = WorkerStatusSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         try:
@@ -56,8 +40,6 @@ class WorkerReport(WorkerView):
     @extend_schema(request=WorkerReportSerializer, responses={200: dict},
                    description="Workers only: the evaluator report, or an error with output.")
     def post(self, request: Request, pk: int) -> Response:
-        if denied := self.authorize(request, pk):
-            return denied
         form = WorkerReportSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         data = form.validated_data
