@@ -9,7 +9,7 @@ from rest_framework import serializers
 from portal.catalog.models import Hardware, Problem, ProblemVersion
 from portal.lib.reports import schema_error
 from portal.submissions.models import BACKENDS, Submission
-from portal.submissions.reporting import overdue_reason
+from portal.submissions.lifecycle import overdue_reason
 
 
 class VersionSerializer(serializers.ModelSerializer):

@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.submissions.reporting import TransitionError, record_failure, record_report, record_status
+from portal.submissions.lifecycle import TransitionError, record_failure, record_report, record_status
 
 from .serializers import WorkerReportSerializer, WorkerStatusSerializer
 from .worker_auth import IsTheSubmissionsWorker, WorkerTokenAuthentication

@@ -27,7 +27,7 @@ from portal.lib import hardware as hw
 from portal.lib.reports import looks_like_report
 
 from .models import AIModel, Status, Submission
-from .reporting import apply_report
+from .lifecycle import apply_report
 from .services import Target, create, get_model, next_attempt
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .models import Submission
-from .reporting import overdue_reason
+from .lifecycle import overdue_reason
 
 
 def status_payload(sub: Submission) -> dict[str, Any]:

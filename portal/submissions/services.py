@@ -17,6 +17,7 @@ from contract.callbacks import submission_url
 from contract.job import TASK_NAME, EvalJob
 from portal.catalog.models import Hardware, Problem, ProblemVersion
 
+from .lifecycle import issue_secret
 from .models import AIModel, Status, Submission
 from .validation import SubmissionError, check_model_name, check_python, decode_source
 
@@ -99,7 +100,7 @@ def create(*, user: Any, target: Target, backend: str, model: AIModel, text: str
             backend=backend, world_size=target.world_size, size=target.hardware.size,
             attempt=next_attempt(model, target.version, target.hardware), source=text,
             source_sha256=hashlib.sha256(text.encode()).hexdigest(), origin=origin)
-        token = submission.new_token()
+        token = issue_secret(submission)
         submission.save()
         transaction.on_commit(lambda: dispatch(submission.pk, token))
     return submission

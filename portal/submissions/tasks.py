@@ -7,6 +7,6 @@ from celery import shared_task
 
 @shared_task(name="portal.submissions.reap_stuck", ignore_result=True)
 def reap_stuck() -> int:
-    from .reporting import reap_stuck as reap
+    from .lifecycle import reap_stuck as reap
 
     return reap()

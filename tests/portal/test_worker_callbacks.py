@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from portal.submissions.models import Submission
-from portal.submissions.reporting import reap_stuck
+from portal.submissions.lifecycle import reap_stuck
 from portal.submissions.services import create, resolve_target, get_model
 
 from .conftest import VALID_SOURCE

@@ -18,7 +18,7 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from portal.catalog.models import Hardware
 from portal.submissions.importing import enqueue_baselines
-from portal.submissions.reporting import reap_stuck
+from portal.submissions.lifecycle import reap_stuck
 
 DEMO_USER, DEMO_PASSWORD = "demo", "demo-pkb-local"  # a local account; pkb_up is not production
 

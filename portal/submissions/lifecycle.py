@@ -1,4 +1,11 @@
-"""What workers tell the portal, and what the reaper concludes when they stop talking."""
+"""A submission's life, owned here: the states it may move between, the timestamps of each move,
+its worker secret (spent by the first result), and the reaper that fails a job whose worker went
+silent. Workers' messages and the reaper go through these functions; pages only read.
+
+    queued ──► compiling ──► running ──► finished
+       │           │            │
+       └───────────┴────────────┴──────► failed      (a worker's error, or the reaper)
+"""
 
 from __future__ import annotations
 
@@ -17,10 +24,31 @@ from .models import PENDING, Status, Submission
 
 log = logging.getLogger(__name__)
 WORKER_STATUSES = {Status.COMPILING, Status.RUNNING}
+# Where each state may go. A state may also repeat (a new progress step); a late "compiling"
+# after "running" is accepted and changes nothing (messages can overtake each other).
+TRANSITIONS: dict[str, frozenset[str]] = {
+    Status.QUEUED: frozenset({Status.COMPILING, Status.RUNNING, Status.FINISHED, Status.FAILED}),
+    Status.COMPILING: frozenset({Status.RUNNING, Status.FINISHED, Status.FAILED}),
+    Status.RUNNING: frozenset({Status.FINISHED, Status.FAILED}),
+    Status.FINISHED: frozenset(),
+    Status.FAILED: frozenset(),
+}
 
 
 class TransitionError(Exception):
     """A worker message that does not fit the submission's state (late, duplicate, unknown)."""
+
+
+def _check_move(sub: Submission, to: str) -> None:
+    if to == sub.status and to in PENDING:
+        return  # a pending state repeats with each progress step
+    if to not in TRANSITIONS[sub.status]:
+        raise TransitionError(f"submission {sub.pk} is already {sub.status}")
+
+
+def issue_secret(sub: Submission) -> str:
+    """A fresh worker secret for ``sub`` (its hash is stored, the secret goes with the job)."""
+    return sub.new_token()
 
 
 def record_status(submission_id: int, status: str, worker: str = "", step: str = "") -> Submission:
@@ -31,6 +59,8 @@ def record_status(submission_id: int, status: str, worker: str = "", step: str =
         if sub.status not in PENDING:
             raise TransitionError(f"submission {sub.pk} is already {sub.status}")
         now = timezone.now()
+        if not (status == Status.COMPILING and sub.status == Status.RUNNING):
+            _check_move(sub, status)
         if not (status == Status.COMPILING and sub.status == Status.RUNNING):  # never back
             sub.status = status
         sub.progress = step[:200]
@@ -75,8 +105,7 @@ def record_report(submission_id: int, report: Mapping[str, Any], worker: str = "
     with transaction.atomic():
         sub = Submission.objects.select_for_update().select_related(
             "problem_version__problem").get(pk=submission_id)
-        if sub.status not in PENDING:
-            raise TransitionError(f"submission {sub.pk} is already {sub.status}")
+        _check_move(sub, Status.FINISHED)
         apply_report(sub, report)
         sub.status = Status.FINISHED
         sub.finished_at = timezone.now()
@@ -90,8 +119,7 @@ def record_report(submission_id: int, report: Mapping[str, Any], worker: str = "
 def record_failure(submission_id: int, reason: str, worker: str = "") -> Submission:
     with transaction.atomic():
         sub = Submission.objects.select_for_update().get(pk=submission_id)
-        if sub.status not in PENDING:
-            raise TransitionError(f"submission {sub.pk} is already {sub.status}")
+        _check_move(sub, Status.FAILED)
         sub.status = Status.FAILED
         sub.status_reason = reason[:4000]
         sub.finished_at = timezone.now()
