@@ -30,6 +30,7 @@ from problems.spec import DTYPE_NAMES, Problem, _derive_seed, dtype_name
 from . import __version__
 from .compare import compare_outputs, describe
 from .config import EvalConfig, Limits
+from .job import RankJob, TaskSpec, TrialSpec
 from .launcher import ProgressHook, SideResult, run_side
 from .report import (SCHEMA_VERSION, Failure, FailureClass, RankCheck, Report, SideTiming,
                      Timing, Trial, WallTime, make_failure)
@@ -134,15 +135,15 @@ class Evaluation:
         self.started_at = _now()
         self.started_clock = time.monotonic()
 
-    def job(self, side: str, workdir: Path, timed_calls: Sequence[int] = ()) -> dict[str, Any]:
+    def job(self, side: str, workdir: Path, timed_calls: Sequence[int] = ()) -> RankJob:
         """``timed_calls``: candidate calls whose outputs the reference recomputes as extra trials."""
         out_dir = workdir / side  # where the side's outputs land once all of its processes are gone
         out_dir.mkdir(exist_ok=True)
         cpus = os.cpu_count() or 1
-        trials = [{"index": i, "seed": s} for i, s in enumerate(self.seeds)]
+        trials: list[TrialSpec] = [{"index": i, "seed": s} for i, s in enumerate(self.seeds)]
         trials += [{"index": len(trials) + i, "seed": call_seed(self.timing_seed, n), "label": f"recheck of timed call {n}"}
                    for i, n in enumerate(timed_calls)]
-        task = {
+        task: TaskSpec = {
             "task": 0, "problem": self.problem.slug, "size": self.config.size,
             "dtype": dtype_name(self.dtype),
             "trials": trials,

@@ -23,6 +23,7 @@ from typing import Any, Callable, Optional
 
 from .channel import DONE, ERROR, READY, STEP, TIMES, new_token, parse_lines
 from .config import Limits, ResourceLimits
+from .job import RankJob
 from .report import Failure, FailureClass, make_failure
 from .sandbox import RankLaunch, SandboxError, open_box
 from .sandbox.box import OutputRules
@@ -92,7 +93,7 @@ ProgressHook = Callable[[str, dict[str, Any]], None]
 
 
 class SideRun:
-    def __init__(self, job: dict[str, Any], workdir: Path, limits: Limits, timing_s: float,
+    def __init__(self, job: RankJob, workdir: Path, limits: Limits, timing_s: float,
                  on_progress: Optional[ProgressHook] = None, *, sandbox: bool = True,
                  resources: Optional[ResourceLimits] = None) -> None:
         self.on_progress = on_progress
@@ -114,9 +115,9 @@ class SideRun:
         self.first_problem_at: Optional[float] = None
         self.fingerprints: dict[tuple[int, str, int], list[dict[str, Any]]] = {}  # (task, step, rank)
 
-    def rank_job(self, box: Any) -> dict[str, Any]:
+    def rank_job(self, box: Any) -> RankJob:
         """The job as the ranks see it: paths inside their box, the solution copied in."""
-        job = dict(self.job)
+        job = RankJob(**self.job)
         job["store_path"] = str(box.work / "store")
         job["out_dir"] = str(box.work / "out")
         if job.get("solution_path"):
@@ -393,7 +394,7 @@ class SideRun:
         return {str(s.rank): s.stacks.decode(errors="replace") for s in self.ranks if s.stacks}
 
 
-def run_side(job: dict[str, Any], workdir: Path, limits: Limits, timing_s: float,
+def run_side(job: RankJob, workdir: Path, limits: Limits, timing_s: float,
              on_progress: Optional[ProgressHook] = None, *, sandbox: bool = True,
              resources: Optional[ResourceLimits] = None) -> SideResult:
     """Run one side. Its outputs land in ``job["out_dir"]`` once every process of the side is gone."""

@@ -16,6 +16,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from .job import RankJob
+
 
 
 def _software(device: str) -> dict[str, str]:
@@ -35,7 +37,7 @@ def _software(device: str) -> dict[str, str]:
     return info
 
 
-def _init(job: dict[str, Any], rank: int):  # type: ignore[no-untyped-def]
+def _init(job: RankJob, rank: int):  # type: ignore[no-untyped-def]
     import torch
     import torch.distributed as dist
 
@@ -56,7 +58,7 @@ def _init(job: dict[str, Any], rank: int):  # type: ignore[no-untyped-def]
     return device, control_group
 
 
-def run(job: dict[str, Any], rank: int, channel) -> None:  # type: ignore[no-untyped-def]
+def run(job: RankJob, rank: int, channel) -> None:  # type: ignore[no-untyped-def]
     import problems
 
     from .candidate import CandidateError, classify_exception, load_solution

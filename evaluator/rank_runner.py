@@ -21,6 +21,7 @@ from problems.spec import DTYPE_NAMES, Problem
 
 from .candidate import CandidateError
 from .channel import STEP, TIMES, RankChannel
+from .job import TaskSpec, TrialSpec
 from .report import FailureClass
 
 # Timed calls whose outputs are re-checked: the latest call in each of the first CHECKED_COPIES
@@ -73,7 +74,7 @@ def as_output_list(result: Any, side: str) -> list[torch.Tensor]:
     return items
 
 
-def trial_step(trial: dict[str, Any]) -> str:
+def trial_step(trial: TrialSpec) -> str:
     """How a rank names a trial in its progress: ``trial 3``, or what it rechecks."""
     return str(trial.get("label") or f"trial {trial['index']}")
 
@@ -101,7 +102,7 @@ def fingerprint(t: torch.Tensor) -> dict[str, Any]:
 
 
 class TaskRunner:
-    def __init__(self, ctx: RankContext, problem: Problem, fn: Callable[..., Any], task: dict[str, Any],
+    def __init__(self, ctx: RankContext, problem: Problem, fn: Callable[..., Any], task: TaskSpec,
                  side: str) -> None:
         self.ctx = ctx
         self.problem = problem

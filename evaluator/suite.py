@@ -21,6 +21,7 @@ import problems
 from problems.spec import Problem, dtype_name
 
 from .config import Limits, TimingConfig
+from .job import RankJob, TaskSpec
 from .launcher import run_side
 from .roofline import roofline
 from .stats import slowest_rank_per_iteration, summarize
@@ -31,7 +32,7 @@ SEEDS = {"cpu": (11, 11, 12), "cuda": (11,)}
 
 
 def _task(index: int, problem: Problem, size: str, timing: Optional[TimingConfig],
-          seeds: Sequence[int]) -> dict[str, Any]:
+          seeds: Sequence[int]) -> TaskSpec:
     return {"task": index, "problem": problem.slug, "size": size, "dtype": dtype_name(problem.default_dtype),
             "trials": [{"index": i, "seed": s} for i, s in enumerate(seeds)],
             "timing": timing.__dict__ if timing else None, "timing_seed": 13}
@@ -99,7 +100,7 @@ def _run_tasks(tasks: list[dict[str, Any]], by_task: dict[int, Problem], world_s
         workdir = Path(tempfile.mkdtemp(prefix="pkb-suite-", dir=base))
         try:
             (workdir / "reference").mkdir()
-            job = {"side": "reference", "world_size": world_size, "device": device,
+            job: RankJob = {"side": "reference", "world_size": world_size, "device": device,
                    "backend": "nccl" if device == "cuda" else "gloo", "solution_path": None,
                    "out_dir": str(workdir / "reference"), "tasks": tasks, "outputs": "fingerprints",
                    "threads": max(1, (os.cpu_count() or 1) // world_size),
@@ -123,7 +124,7 @@ def _run_tasks(tasks: list[dict[str, Any]], by_task: dict[int, Problem], world_s
     return rows
 
 
-def _row(problem: Problem, task: dict[str, Any], world_size: int, result: Any,
+def _row(problem: Problem, task: TaskSpec, world_size: int, result: Any,
          profile: Optional[dict[str, Any]], size: str) -> dict[str, Any]:
     problem_error = _judge(result, task["task"], world_size, len(task["trials"]))
     row: dict[str, Any] = {"slug": problem.slug, "version": problems.version(problem), "world_size": world_size,

@@ -1,0 +1,39 @@
+"""The job the evaluating parent hands one side's rank processes (as JSON in the side's inbox).
+
+Built by ``api.Evaluation.job`` (or ``suite`` for reference-only runs), given box paths by the
+launcher, read by ``rank_main`` and ``rank_runner``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Optional, TypedDict
+
+
+class TrialSpec(TypedDict, total=False):
+    index: int
+    seed: int
+    label: str  # how the rank names it in its progress ("recheck of timed call 12"); default "trial N"
+
+
+class TaskSpec(TypedDict):
+    task: int
+    problem: str  # slug
+    size: str
+    dtype: str
+    trials: list[TrialSpec]
+    timing: Optional[dict[str, Any]]  # TimingConfig as a dict, or None: no timed phase
+    timing_seed: int
+
+
+class RankJob(TypedDict, total=False):
+    side: Literal["candidate", "reference"]
+    world_size: int
+    device: Literal["cpu", "cuda"]
+    backend: Literal["gloo", "nccl"]
+    solution_path: Optional[str]  # the candidate's file (inside the box); None for the reference
+    out_dir: str  # where outputs land: the parent's folder; the launcher points ranks at their box's
+    store_path: str  # the FileStore, set by the launcher inside the box
+    tasks: list[TaskSpec]
+    threads: int
+    collective_timeout_s: float
+    outputs: Literal["files", "fingerprints"]  # fingerprints: hashes on the status channel only
