@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 
 from evaluator.compare import compare_output, compare_outputs, describe
-from evaluator.stats import percentile, slowest_rank_per_iteration, summarize
 from problems.spec import Tolerance
 
 TOL = Tolerance(atol=1e-3, rtol=1e-2)
@@ -62,12 +61,3 @@ def test_shape_dtype_and_count_mismatches_are_named():
     assert checks[0]["status"] == "shape_mismatch"
     assert describe(checks[0]) == "returned 2 outputs, the reference returns 1"
 
-
-def test_an_iteration_takes_as_long_as_its_slowest_rank():
-    assert slowest_rank_per_iteration([[1.0, 5.0, 2.0], [3.0, 1.0, 2.5]]) == [3.0, 5.0, 2.5]
-
-
-def test_summary_statistics():
-    summary = summarize([4.0, 1.0, 3.0, 2.0, 5.0])
-    assert summary["median_ms"] == 3.0 and summary["min_ms"] == 1.0 and summary["iterations"] == 5
-    assert percentile([0.0, 10.0], 0.9) == 9.0
