@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from portal.catalog.models import Hardware, Problem, ProblemVersion, ReferenceTiming
+from portal.lib import reports
 from portal.lib.tables import Column, Table
 from portal.submissions.models import Submission
 
@@ -158,7 +159,7 @@ def baseline(version: ProblemVersion, hardware: Hardware, world_size: int | None
     latest = (Submission.objects.finished().filter(problem_version=version, reference_ms__isnull=False)
               .on_track(hardware, world_size).order_by("-finished_at").first())
     if latest is not None:
-        ref = ((latest.report or {}).get("timing") or {}).get("reference") or {}
+        ref = reports.side_timing(latest.report, "reference")
         return Baseline(latest.reference_ms, ref.get("p10_ms"), ref.get("p90_ms"),
                         ref.get("roofline_fraction"), "evaluation", latest.pk, latest.finished_at)
     timing = ReferenceTiming.objects.filter(problem_version=version, hardware=hardware,
@@ -194,7 +195,7 @@ def problem_board(version: ProblemVersion, hardware: Hardware) -> ProblemBoard:
                      "submission": base.submission, "baseline": True})
     ordered = sorted(best.values(), key=lambda s: -(s.speedup or 0))
     for rank, sub in enumerate(ordered, 1):
-        cand = ((sub.report or {}).get("timing") or {}).get("candidate") or {}
+        cand = reports.side_timing(sub.report, "candidate")
         rows.append({"rank": rank, "model": sub.model.name, "speedup": sub.speedup,
                      "time_ms": sub.candidate_ms, "p10_ms": cand.get("p10_ms"),
                      "p90_ms": cand.get("p90_ms"), "roofline_fraction": sub.roofline_fraction,

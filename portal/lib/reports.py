@@ -1,7 +1,8 @@
-"""Reading the evaluator's report (evaluator/report.py) without trusting its shape.
+"""The portal's one reader of the evaluator's report (evaluator/report.py).
 
-The portal stores reports as they are; these helpers pull out the few numbers it indexes and
-tolerate missing keys, so an older or newer schema still displays.
+Reports are checked against evaluator/report.schema.json where workers hand them in
+(``schema_error``); stored ones may be older (schema 1.0, 1.1), so every reader here tolerates
+missing keys. The rest of the portal reads reports through these functions only.
 """
 
 from __future__ import annotations
@@ -73,6 +74,32 @@ def schema_error(report: Any) -> str | None:
         return None
     where = "/".join(str(part) for part in error.absolute_path) or "(top level)"
     return f"{where}: {error.message[:300]}"
+
+
+def mapping(report: Any, *path: str) -> dict[str, Any]:
+    """The object at ``path`` (``"setting"``, ``"timing", "reference"``), or {} where there is none."""
+    value = _get(report, *path)
+    return dict(value) if isinstance(value, Mapping) else {}
+
+
+def text(report: Any, *path: str) -> str:
+    value = _get(report, *path)
+    return str(value) if value is not None else ""
+
+
+def side_timing(report: Any, side: str) -> dict[str, Any]:
+    """``{median_ms, p10_ms, p90_ms, roofline_fraction, ...}`` of ``side`` (candidate, reference)."""
+    return mapping(report, "timing", side)
+
+
+def trials(report: Any) -> list[dict[str, Any]]:
+    value = _get(report, "trials")
+    return [dict(t) for t in value if isinstance(t, Mapping)] if isinstance(value, list) else []
+
+
+def ran_unconfined(report: Any) -> bool:
+    """Only an explicit "off" counts: reports before schema 1.2 say nothing about confinement."""
+    return _get(report, "sandbox") == "off"
 
 
 def looks_like_report(data: Any) -> bool:

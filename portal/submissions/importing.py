@@ -24,10 +24,11 @@ from django.utils.dateparse import parse_datetime
 
 from portal.catalog.models import Hardware, Problem, ProblemVersion
 from portal.lib import hardware as hw
+from portal.lib import reports
 from portal.lib.reports import looks_like_report
 
-from .models import AIModel, Status, Submission
 from .lifecycle import apply_report
+from .models import AIModel, Status, Submission
 from .services import Target, create, get_model, next_attempt
 
 log = logging.getLogger(__name__)
@@ -73,7 +74,7 @@ def _source_of(path: Path, report: dict[str, Any], meta: dict[str, Any]) -> str:
         text = report.get(key) or meta.get(key)
         if isinstance(text, str) and text.strip():
             return text
-    sha = (report.get("solution") or {}).get("sha256", "?")
+    sha = reports.text(report, "solution", "sha256") or "?"
     # A committed solution file, named relative to the repository, as long as it is still the
     # exact file that was evaluated.
     source_path = report.get("source_path") or meta.get("source_path")
@@ -90,8 +91,8 @@ def _source_of(path: Path, report: dict[str, Any], meta: dict[str, Any]) -> str:
 
 
 def _hardware_for(report: dict[str, Any]) -> Hardware:
-    profile_id = report.get("hardware_profile")
-    setting = report.get("setting") or {}
+    profile_id = reports.text(report, "hardware_profile")
+    setting = reports.mapping(report, "setting")
     if not profile_id:
         if setting.get("device") == "cpu":
             return Hardware.objects.active().filter(kind="cpu").order_by("builtin", "slug").first() or Hardware.objects.get(slug=hw.LOCAL_CPU["id"])
@@ -106,7 +107,7 @@ def _hardware_for(report: dict[str, Any]) -> Hardware:
 
 
 def _version_for(report: dict[str, Any]) -> ProblemVersion:
-    ref = report.get("problem") or {}
+    ref = reports.mapping(report, "problem")
     problem = Problem.objects.filter(slug=ref.get("slug")).first()
     if problem is None:
         raise ValueError(f"unknown problem {ref.get('slug')!r}")
@@ -124,19 +125,19 @@ def import_report(path: Path, index: int, report: dict[str, Any], meta: dict[str
     version, hardware = _version_for(report), _hardware_for(report)
     name, provider = _model_of(report, meta)
     model = get_model(name, provider)
-    setting = report.get("setting") or {}
+    setting = reports.mapping(report, "setting")
     text = _source_of(path, report, meta)
-    finished = parse_datetime(str(report.get("finished_at") or "")) or timezone.now()
+    finished = parse_datetime(reports.text(report, "finished_at")) or timezone.now()
     sub = Submission(
         user=system_user(), model=model, problem_version=version, hardware=hardware,
         backend="reference" if model.kind == "reference" else str(meta.get("backend", "cuda")),
         world_size=int(setting.get("world_size") or hardware.world_size),
         size=str(setting.get("size") or hardware.size), dtype=str(setting.get("dtype") or ""),
         attempt=next_attempt(model, version, hardware), source=text,
-        source_sha256=str((report.get("solution") or {}).get("sha256", "")),
+        source_sha256=reports.text(report, "solution", "sha256"),
         origin="import", import_path=label, status=Status.FINISHED,
-        created_at=parse_datetime(str(report.get("started_at") or "")) or finished,
-        started_at=parse_datetime(str(report.get("started_at") or "")), finished_at=finished)
+        created_at=parse_datetime(reports.text(report, "started_at")) or finished,
+        started_at=parse_datetime(reports.text(report, "started_at")), finished_at=finished)
     apply_report(sub, report)
     sub.status_reason = ""
     sub.save()

@@ -18,6 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from portal.catalog.models import ProblemVersion
+from portal.lib import reports
 from portal.lib.reports import summarize
 
 from .models import PENDING, Status, Submission
@@ -76,7 +77,7 @@ def record_status(submission_id: int, status: str, worker: str = "", step: str =
 
 def _version_that_ran(sub: Submission, report: Mapping[str, Any]) -> ProblemVersion:
     """Results stay tied to the version that ran: usually the submitted one."""
-    ran = str((report.get("problem") or {}).get("version") or "")
+    ran = reports.text(report, "problem", "version")
     if not ran or ran == sub.problem_version.version:
         return sub.problem_version
     version, _ = ProblemVersion.objects.get_or_create(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from portal.lib import reports
+
 from .models import Submission
 from .lifecycle import overdue_reason
 
@@ -26,21 +28,20 @@ def report_view(sub: Submission) -> dict[str, Any] | None:
     report = sub.report
     if not isinstance(report, dict):
         return None
-    timing = report.get("timing") or {}
-    failure = report.get("failure") or None
+    timing = reports.mapping(report, "timing")
+    failure = reports.mapping(report, "failure") or None
     return {
-        "trials": [_trial(t) for t in report.get("trials") or [] if isinstance(t, dict)],
+        "trials": [_trial(t) for t in reports.trials(report)],
         "timing": timing,
         "ranks": _rank_timings(timing),
         "failure": failure,
         "stacks": sorted((failure or {}).get("stacks", {}).items()) if failure else [],
         "stderr": sorted((failure or {}).get("stderr", {}).items()) if failure else [],
-        "setting": report.get("setting") or {},
-        "software": report.get("software") or {},
-        "wall_time": report.get("wall_time") or {},
+        "setting": reports.mapping(report, "setting"),
+        "software": reports.mapping(report, "software"),
+        "wall_time": reports.mapping(report, "wall_time"),
         "roofline": timing.get("roofline") or None,
-        # Reports before schema 1.2 say nothing about confinement: only an explicit "off" is marked.
-        "unconfined": report.get("sandbox") == "off",
+        "unconfined": reports.ran_unconfined(report),
     }
 
 
