@@ -8,7 +8,6 @@ outputs do not exist on disk while candidate code runs.
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import dataclasses
 import datetime
@@ -25,7 +24,7 @@ from typing import Any, Iterator, Optional, Sequence
 import torch
 
 import problems
-from problems.spec import DTYPE_NAMES, Problem, _derive_seed, dtype_name
+from problems.spec import _derive_seed, dtype_name
 
 from . import __version__
 from .compare import compare_outputs, describe
@@ -36,6 +35,7 @@ from .report import (SCHEMA_VERSION, Failure, FailureClass, RankCheck, Report, S
                      Timing, Trial, WallTime, make_failure)
 from .roofline import roofline
 from .sandbox import unavailable_reason
+from .static_checks import read_solution, resolve_dtype, static_failure
 from .rank_runner import CHECKED_COPIES, call_seed
 from .stats import slowest_rank_per_iteration, summarize
 
@@ -62,43 +62,6 @@ def _workdir(config: EvalConfig) -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
-
-
-def resolve_dtype(problem: Problem, name: Optional[str]) -> torch.dtype:
-    if name is None:
-        return problem.default_dtype
-    if name not in DTYPE_NAMES:
-        raise ValueError(f"unknown dtype {name!r}; use one of {sorted(DTYPE_NAMES)}")
-    return DTYPE_NAMES[name]
-
-
-def read_solution(path: Path) -> bytes:
-    if not path.is_file():
-        raise FileNotFoundError(f"solution file {path} does not exist")
-    return path.read_bytes()
-
-
-def static_failure(source: bytes) -> Optional[Failure]:
-    """Checks that need no import: UTF-8 text that parses and defines ``solution``."""
-    try:
-        text = source.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return make_failure(FailureClass.SYNTAX_ERROR, f"the file is not UTF-8 text (byte {exc.start})")
-    try:
-        tree = ast.parse(text)
-    except SyntaxError as exc:
-        return make_failure(FailureClass.SYNTAX_ERROR, f"line {exc.lineno}: {exc.msg}",
-                        traceback=f"{exc.text or ''}".rstrip())
-    names = {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    assigned = {t.id for node in tree.body if isinstance(node, ast.Assign)
-                for t in node.targets if isinstance(t, ast.Name)}
-    imported = {alias.asname or alias.name for node in tree.body
-                if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
-    if "solution" not in names | assigned | imported:
-        return make_failure(FailureClass.MISSING_SOLUTION,
-                        "the file defines no top-level `solution`; define `def solution(...)` with the "
-                        "reference's signature")
-    return None
 
 
 def hardware_profile(device: str, world_size: int, profile_id: Optional[str] = None) -> Optional[dict[str, Any]]:

@@ -1,10 +1,9 @@
 """Starts one side's rank processes in a box, watches their progress, and stops them when they stall.
 
-Every rank has three pipes to us: its status channel, its stdout/stderr, and the file its Python
-stacks are dumped to. A rank that makes no progress within the limit has its stacks dumped, then
-the whole side is killed: peers of a stuck rank spin forever in their collectives, so all of them
-go. In the confined box (the default) that kill takes every process the side started, and the
-outputs the ranks left are copied out only after that, so nothing of the side can change them.
+Every rank has three pipes to us: status channel, stdout/stderr, and its Python stack dumps. A rank
+that makes no progress within the limit has its stacks dumped, then the whole side is killed (peers
+of a stuck rank spin forever). In the confined box (the default) that kill takes every process the
+side started, and only then are its outputs copied out: nothing of the side can change them.
 """
 
 from __future__ import annotations
@@ -17,18 +16,18 @@ import shutil
 import signal
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 from .channel import DONE, ERROR, READY, STEP, TIMES, new_token, parse_lines
 from .config import Limits, ResourceLimits
 from .job import RankJob
+from .rank_runner import CHECKED_COPIES, trial_step
 from .report import Failure, FailureClass, make_failure
 from .sandbox import RankLaunch, SandboxError, open_box
 from .sandbox.box import OutputRules
-from .rank_runner import CHECKED_COPIES, trial_step
 from .sandbox.policy import REPO_ROOT, rank_env
+from .side import RankState, SideResult, append_tail, signal_name
 
 TAIL_BYTES = 6000
 STACK_BYTES = 64_000
@@ -37,56 +36,6 @@ MAX_LINE_BYTES = 1 << 20
 # directory; the harness's packages come from the (read-only) checkout.
 RANK_ENTRY = (f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); "
               "from evaluator.rank_main import main; main()")
-
-
-@dataclass
-class RankState:
-    rank: int
-    status_fd: int
-    log_fd: int
-    stack_fd: int
-    buffer: bytes = b""
-    log_tail: bytes = b""
-    stacks: bytes = b""
-    returncode: Optional[int] = None
-    started: bool = False
-    timing: bool = False  # inside the timed phase, which has a limit of its own
-    finished: bool = False
-    labels: list[str] = field(default_factory=list)  # "task:step" of every completed step
-    last_progress: float = field(default_factory=time.monotonic)
-
-
-@dataclass
-class SideResult:
-    side: str
-    failure: Optional[Failure]
-    ready: dict[int, dict[str, Any]]
-    done: dict[int, dict[str, Any]]
-    times: dict[tuple[int, int], dict[str, Any]]  # (task, rank) -> TIMES event
-    errors: list[dict[str, Any]]  # ERROR events by arrival
-    wall_s: float
-    steps: dict[int, list[str]] = field(default_factory=dict)  # rank -> "task:step" labels completed
-    fingerprints: dict[tuple[int, str, int], list[dict[str, Any]]] = field(default_factory=dict)
-    confined: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return self.failure is None
-
-    def completed_steps(self, rank: int) -> list[str]:
-        return self.steps.get(rank, [])
-
-
-def _signal_name(returncode: int) -> str:
-    try:
-        return signal.Signals(-returncode).name
-    except ValueError:
-        return f"signal {-returncode}"
-
-
-def _append(buffer: bytes, chunk: bytes, keep: int) -> bytes:
-    buffer += chunk
-    return buffer[-keep:] if len(buffer) > keep else buffer
 
 
 ProgressHook = Callable[[str, dict[str, Any]], None]
@@ -202,9 +151,9 @@ class SideRun:
             if not chunk:
                 selector.unregister(key.fd)
             elif key.fd == state.log_fd:
-                state.log_tail = _append(state.log_tail, chunk, TAIL_BYTES)
+                state.log_tail = append_tail(state.log_tail, chunk, TAIL_BYTES)
             elif key.fd == state.stack_fd:
-                state.stacks = _append(state.stacks, chunk, STACK_BYTES)
+                state.stacks = append_tail(state.stacks, chunk, STACK_BYTES)
             else:
                 events, state.buffer = parse_lines(state.buffer + chunk)
                 if len(state.buffer) > MAX_LINE_BYTES:
@@ -331,7 +280,7 @@ class SideRun:
                                 stderr=self._stderr())
         rank, returncode = self.crashes[0]
         if returncode < 0:
-            how = f"was killed by {_signal_name(returncode)}"
+            how = f"was killed by {signal_name(returncode)}"
             if returncode == -signal.SIGKILL:
                 how += " (the kernel's out-of-memory killer does this)"
         else:

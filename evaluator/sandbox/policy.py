@@ -71,14 +71,27 @@ REPO_PACKAGES = ("contract", "evaluator", "problems")
 
 
 def python_paths() -> list[str]:
-    """The interpreter, its standard library, every import path it uses, the harness's packages."""
-    paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-             os.path.dirname(os.path.realpath(sys.executable))]
-    paths += [p for p in sys.path if p and os.path.isabs(p)]
+    """The interpreter, its standard library, its installed packages, the harness's packages.
+
+    Of ``sys.path`` only what belongs to the installation is taken (below a prefix, or a
+    site-packages or dist-packages folder): a script's own folder (``python /tmp/x.py`` puts /tmp
+    first) or a test runner's would otherwise expose the host's /tmp or a home.
+    """
+    prefixes = {os.path.normpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+    paths = sorted(prefixes) + [os.path.dirname(os.path.realpath(sys.executable))]
+    for entry in sys.path:
+        entry = os.path.normpath(entry) if entry and os.path.isabs(entry) else ""
+        installed = any(entry == p or entry.startswith(p + "/") for p in prefixes)
+        if entry and (installed or os.path.basename(entry) in ("site-packages", "dist-packages")):
+            paths.append(entry)
     repo = str(REPO_ROOT)
-    paths = [p for p in paths if not repo.startswith(os.path.normpath(p).rstrip("/") + "/")
-             and os.path.normpath(p) != repo]
+    paths = [p for p in paths if not repo.startswith(p.rstrip("/") + "/") and p != repo]
     return paths + [str(REPO_ROOT / name) for name in REPO_PACKAGES]
+
+
+# Never exposed, whatever asks for them: the host's shared scratch space, sockets and homes.
+NEVER_EXPOSED = ("/", "/tmp", "/var/tmp", "/dev", "/dev/shm", "/run", "/var/run", "/proc", "/sys",
+                 "/home", "/root")
 
 
 def exposed_paths(source: dict[str, str] | None = None) -> list[str]:
@@ -91,6 +104,8 @@ def exposed_paths(source: dict[str, str] | None = None) -> list[str]:
     wanted += compiler_prefixes(source)
     chosen: list[str] = []
     for path in sorted({os.path.normpath(p) for p in wanted if os.path.lexists(p)}, key=len):
+        if path in NEVER_EXPOSED:
+            continue
         if not any(path == c or path.startswith(c.rstrip("/") + "/") for c in chosen):
             chosen.append(path)
     return chosen

@@ -188,3 +188,13 @@ def test_nothing_of_a_side_survives_the_evaluator_being_killed(tmp_path):
     for pid in survivors:
         os.kill(pid, signal.SIGKILL)
     assert survivors == []
+
+
+def test_a_scripts_folder_on_sys_path_is_not_exposed(monkeypatch, tmp_path):
+    """`python /tmp/x.py` puts /tmp first on sys.path: the host's /tmp must stay out of the box."""
+    import sys
+
+    monkeypatch.setattr(sys, "path", ["/tmp", str(tmp_path), "/root", *sys.path])
+    exposed = exposed_paths()
+    assert "/tmp" not in exposed and str(tmp_path) not in exposed and "/root" not in exposed
+    assert any(p.endswith("site-packages") or p == os.path.normpath(sys.prefix) for p in exposed)

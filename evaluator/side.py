@@ -1,0 +1,60 @@
+"""What the launcher knows of one side's ranks while they run, and what it hands back."""
+
+from __future__ import annotations
+
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from .report import Failure
+
+
+@dataclass
+class RankState:
+    rank: int
+    status_fd: int
+    log_fd: int
+    stack_fd: int
+    buffer: bytes = b""
+    log_tail: bytes = b""
+    stacks: bytes = b""
+    returncode: Optional[int] = None
+    started: bool = False
+    timing: bool = False  # inside the timed phase, which has a limit of its own
+    finished: bool = False
+    labels: list[str] = field(default_factory=list)  # "task:step" of every completed step
+    last_progress: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class SideResult:
+    side: str
+    failure: Optional[Failure]
+    ready: dict[int, dict[str, Any]]
+    done: dict[int, dict[str, Any]]
+    times: dict[tuple[int, int], dict[str, Any]]  # (task, rank) -> TIMES event
+    errors: list[dict[str, Any]]  # ERROR events by arrival
+    wall_s: float
+    steps: dict[int, list[str]] = field(default_factory=dict)  # rank -> "task:step" labels completed
+    fingerprints: dict[tuple[int, str, int], list[dict[str, Any]]] = field(default_factory=dict)
+    confined: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+    def completed_steps(self, rank: int) -> list[str]:
+        return self.steps.get(rank, [])
+
+
+def signal_name(returncode: int) -> str:
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+def append_tail(buffer: bytes, chunk: bytes, keep: int) -> bytes:
+    buffer += chunk
+    return buffer[-keep:] if len(buffer) > keep else buffer

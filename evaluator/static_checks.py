@@ -1,0 +1,51 @@
+"""What the evaluating parent checks before any rank starts: the dtype asked for, and the file
+(read, never imported: UTF-8, parses, defines ``solution``)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+from problems.spec import DTYPE_NAMES, Problem
+
+from .report import Failure, FailureClass, make_failure
+
+
+def resolve_dtype(problem: Problem, name: Optional[str]) -> torch.dtype:
+    if name is None:
+        return problem.default_dtype
+    if name not in DTYPE_NAMES:
+        raise ValueError(f"unknown dtype {name!r}; use one of {sorted(DTYPE_NAMES)}")
+    return DTYPE_NAMES[name]
+
+
+def read_solution(path: Path) -> bytes:
+    if not path.is_file():
+        raise FileNotFoundError(f"solution file {path} does not exist")
+    return path.read_bytes()
+
+
+def static_failure(source: bytes) -> Optional[Failure]:
+    """Checks that need no import: UTF-8 text that parses and defines ``solution``."""
+    try:
+        text = source.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return make_failure(FailureClass.SYNTAX_ERROR, f"the file is not UTF-8 text (byte {exc.start})")
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as exc:
+        return make_failure(FailureClass.SYNTAX_ERROR, f"line {exc.lineno}: {exc.msg}",
+                        traceback=f"{exc.text or ''}".rstrip())
+    names = {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    assigned = {t.id for node in tree.body if isinstance(node, ast.Assign)
+                for t in node.targets if isinstance(t, ast.Name)}
+    imported = {alias.asname or alias.name for node in tree.body
+                if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
+    if "solution" not in names | assigned | imported:
+        return make_failure(FailureClass.MISSING_SOLUTION,
+                        "the file defines no top-level `solution`; define `def solution(...)` with the "
+                        "reference's signature")
+    return None
