@@ -155,6 +155,9 @@ def import_results(directory: Path, root: Path) -> ImportResult:
         rel = path.relative_to(root) if path.is_relative_to(root) else path
         for index, (report, meta) in enumerate(_entries(data, {})):
             label = f"{rel}#{index}"
+            if (problem := reports.schema_error(report)) is not None:
+                result.errors.append(f"{label}: does not match evaluator/report.schema.json at {problem}")
+                continue
             try:
                 done = import_report(path, index, report, meta, label)
             except Exception as exc:

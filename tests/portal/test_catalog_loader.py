@@ -111,3 +111,14 @@ def test_seed_command_runs(monkeypatch: pytest.MonkeyPatch, settings: Any, tmp_p
     call_command("seed")
     call_command("seed")
     assert Problem.objects.count() == 2
+
+
+def test_a_committed_report_that_breaks_the_schema_is_not_imported(all_reduce: Any, cpu_hardware: Any,
+                                                                  real_report: dict[str, Any],
+                                                                  tmp_path: Path) -> None:
+    (tmp_path / "run").mkdir()
+    broken = {**real_report, "verdict": "maybe"}
+    (tmp_path / "run" / "a.json").write_text(json.dumps({"model": "reference", "reports": [broken]}))
+    result = import_results(tmp_path, tmp_path)
+    assert result.imported == [] and not Submission.objects.exists()
+    assert "report.schema.json at verdict" in result.errors[0]
