@@ -108,16 +108,20 @@ class ConfinedBox:
             raise SandboxError(f"the sandbox exited during set-up: {self._log_tail()}") from None
 
     def _expect(self, name: str) -> dict[str, Any]:
+        """Wait for event ``name``; every other event (a rank that exits at once) is kept."""
         deadline = time.monotonic() + SETUP_TIMEOUT_S
+        events, self.pending = self.pending, []  # what an earlier read brought along comes first
         while True:
-            for event in self._read(max(0.0, deadline - time.monotonic())):
+            for index, event in enumerate(events):
                 if event.get("event") == "error":
                     raise SandboxError(f"sandbox set-up failed: {event.get('message')}")
                 if event.get("event") == name:
+                    self.pending += events[index + 1:]
                     return event
                 self.pending.append(event)
             if time.monotonic() > deadline:
                 raise SandboxError(f"the sandbox did not say {name!r} within {SETUP_TIMEOUT_S:.0f} s")
+            events = self._read(max(0.0, deadline - time.monotonic()))
 
     def _read(self, timeout: float) -> list[dict[str, Any]]:
         assert self.process is not None and self.process.stdout is not None

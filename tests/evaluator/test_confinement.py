@@ -198,3 +198,35 @@ def test_a_scripts_folder_on_sys_path_is_not_exposed(monkeypatch, tmp_path):
     exposed = exposed_paths()
     assert "/tmp" not in exposed and str(tmp_path) not in exposed and "/root" not in exposed
     assert any(p.endswith("site-packages") or p == os.path.normpath(sys.prefix) for p in exposed)
+
+
+@pytest.mark.confined
+def test_no_message_of_the_sandbox_is_lost_when_several_arrive_in_one_read(monkeypatch, tmp_path):
+    """On a loaded host "init", "ready" and a rank's exit can come in one read: none may be dropped."""
+    import sys
+    import time
+
+    from evaluator.config import ResourceLimits
+    from evaluator.sandbox import RankLaunch, confined, open_box
+
+    read = confined.ConfinedBox._read
+
+    def slow_read(self, timeout):
+        time.sleep(0.3)  # let everything the sandbox says pile up in the pipe
+        return read(self, timeout)
+
+    monkeypatch.setattr(confined.ConfinedBox, "_read", slow_read)
+    inbox = tmp_path / "in"
+    inbox.mkdir()
+    box = open_box(tmp_path, inbox, "cpu", ResourceLimits(), confined=True)
+    log_r, log_w = os.pipe()
+    stdin = os.open(os.devnull, os.O_RDONLY)
+    env = rank_env("cpu", 1, home=box.home, work=box.work, confined=True)
+    try:
+        box.start([RankLaunch(0, [sys.executable, "-I", "-c", "pass"], env, (), log_w, stdin)])
+        time.sleep(0.5)
+        assert {"event": "exit", "rank": 0, "code": 0} in box.events()
+    finally:
+        box.close()
+        for fd in (log_r, log_w, stdin):
+            os.close(fd)
