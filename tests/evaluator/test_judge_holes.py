@@ -49,5 +49,7 @@ def test_a_deadline_ends_a_slow_candidate_with_a_diagnosis_inside_it():
     failure = report["failure"]
     assert failure["failure_class"] == "deadlock", failure
     assert failure["message"].startswith("the side ran past its time limit of 7 s; ranks 0, 1 in trial")
-    assert set(failure["stacks"]) == {"0", "1"} and "slow_but_steady.py" in failure["stacks"]["0"]
+    assert set(failure["stacks"]) == {"0", "1"}
+    # One rank sleeps in the candidate, the other may already wait for it in the harness.
+    assert any("slow_but_steady.py" in stack for stack in failure["stacks"].values())
     assert seconds < 14
