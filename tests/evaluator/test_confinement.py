@@ -224,8 +224,11 @@ def test_no_message_of_the_sandbox_is_lost_when_several_arrive_in_one_read(monke
     env = rank_env("cpu", 1, home=box.home, work=box.work, confined=True)
     try:
         box.start([RankLaunch(0, [sys.executable, "-I", "-c", "pass"], env, (), log_w, stdin)])
-        time.sleep(0.5)
-        assert {"event": "exit", "rank": 0, "code": 0} in box.events()
+        seen: list[dict] = []
+        deadline = time.monotonic() + 30
+        while {"event": "exit", "rank": 0, "code": 0} not in seen and time.monotonic() < deadline:
+            seen += box.events()
+        assert {"event": "exit", "rank": 0, "code": 0} in seen
     finally:
         box.close()
         for fd in (log_r, log_w, stdin):
