@@ -192,8 +192,8 @@ class SideInit:
 
         Each rank gets exactly one user namespace of its own; no process of the side may create
         another (a user namespace of its own would let it mount a tmpfs of any size). System V
-        shared memory and message queues live in our IPC namespace and count toward the disk
-        budget's size here, since the memory watch does not see them.
+        shared memory and message queues live in our IPC namespace; the memory watch does not
+        see them, so shared memory is bounded here by the size of the disk budget.
         """
         budget = self.limits["disk_bytes"]
         page = os.sysconf("SC_PAGE_SIZE")
