@@ -29,14 +29,13 @@ from problems.spec import _derive_seed, dtype_name
 from . import __version__
 from .compare import compare_outputs, describe
 from .config import EvalConfig, Limits
-from .job import RankJob, TaskSpec, TrialSpec
+from .job import CHECKED_COPIES, RankJob, TaskSpec, TrialSpec, call_seed
 from .launcher import ProgressHook, SideResult, run_side
 from .report import (SCHEMA_VERSION, Failure, FailureClass, RankCheck, Report, SideTiming,
                      Timing, Trial, WallTime, make_failure)
 from .roofline import roofline
 from .sandbox import unavailable_reason
 from .static_checks import read_solution, resolve_dtype, static_failure
-from .rank_runner import CHECKED_COPIES, call_seed
 from .stats import slowest_rank_per_iteration, summarize
 
 # Work that keeps running on another stream after the solution returned shows up as a gap

@@ -1,12 +1,17 @@
 """The job the evaluating parent hands one side's rank processes (as JSON in the side's inbox).
 
 Built by ``api.Evaluation.job`` (or ``suite`` for reference-only runs), given box paths by the
-launcher, read by ``rank_main`` and ``rank_runner``.
+launcher, read by ``rank_main`` and ``rank_runner``. The agreements both ends rely on (which timed
+calls are kept, their seeds, how a trial is named in progress) live here too.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal, Optional, TypedDict
+
+# Timed calls whose outputs are re-checked: the latest call in each of the first CHECKED_COPIES
+# slots of the input rotation. Any timed call may turn out to be one of them.
+CHECKED_COPIES = 4
 
 
 class TrialSpec(TypedDict, total=False):
@@ -37,3 +42,14 @@ class RankJob(TypedDict, total=False):
     threads: int
     collective_timeout_s: float
     outputs: Literal["files", "fingerprints"]  # fingerprints: hashes on the status channel only
+
+
+def trial_step(trial: TrialSpec) -> str:
+    """How a rank names a trial in its progress: ``trial 3``, or what it rechecks."""
+    return str(trial.get("label") or f"trial {trial['index']}")
+
+
+def call_seed(timing_seed: int, call: int) -> int:
+    """The seed of timed call ``call``'s inputs (negative: warm-up sets); the parent gives the
+    reference these seeds to recompute the calls whose outputs it checks."""
+    return (timing_seed + 1_000_003 * (call + 1)) % 2**31

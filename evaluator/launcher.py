@@ -21,8 +21,7 @@ from typing import Any, Callable, Optional
 
 from .channel import DONE, ERROR, READY, STEP, TIMES, new_token, parse_lines
 from .config import Limits, ResourceLimits
-from .job import RankJob
-from .rank_runner import CHECKED_COPIES, trial_step
+from .job import CHECKED_COPIES, RankJob, trial_step
 from .report import Failure, FailureClass, make_failure
 from .sandbox import RankLaunch, SandboxError, open_box
 from .sandbox.box import OutputRules
@@ -169,6 +168,7 @@ class SideRun:
             self._read(selector, 0)
 
     def _box_events(self, selector: selectors.BaseSelector, box: Any, now: float) -> None:
+        exited = False
         for event in box.events():
             if event["event"] == "limit" and self.limit is None:
                 self.limit = event
@@ -177,9 +177,11 @@ class SideRun:
                 for state in self.ranks:
                     if state.returncode is None:
                         state.returncode = -signal.SIGKILL
+                exited = True
             elif event["event"] == "exit":
                 self.ranks[event["rank"]].returncode = event["code"]
-        if any(s.returncode is not None for s in self.ranks):
+                exited = True
+        if exited:
             self._drain(selector)  # a rank's last words before judging its exit
 
     def _watch(self, selector: selectors.BaseSelector, box: Any, started: float) -> Optional[Failure]:

@@ -21,12 +21,8 @@ from problems.spec import DTYPE_NAMES, Problem
 
 from .candidate import CandidateError
 from .channel import STEP, TIMES, RankChannel
-from .job import TaskSpec, TrialSpec
+from .job import CHECKED_COPIES, TaskSpec, call_seed, trial_step
 from .report import FailureClass
-
-# Timed calls whose outputs are re-checked: the latest call in each of the first CHECKED_COPIES
-# slots of the input rotation. Any timed call may turn out to be one of them.
-CHECKED_COPIES = 4
 
 _perf_counter = time.perf_counter
 _CudaEvent = torch.cuda.Event
@@ -72,17 +68,6 @@ def as_output_list(result: Any, side: str) -> list[torch.Tensor]:
                 f"{side} output {index} is a {type(item).__name__}; outputs must be plain "
                 "torch.Tensor objects (a tensor or a tuple of tensors)")
     return items
-
-
-def trial_step(trial: TrialSpec) -> str:
-    """How a rank names a trial in its progress: ``trial 3``, or what it rechecks."""
-    return str(trial.get("label") or f"trial {trial['index']}")
-
-
-def call_seed(timing_seed: int, call: int) -> int:
-    """The seed of timed call ``call``'s inputs (negative: warm-up sets); the parent gives the
-    reference these seeds to recompute the calls whose outputs it checks."""
-    return (timing_seed + 1_000_003 * (call + 1)) % 2**31
 
 
 def _tensor_inputs(inputs: dict[str, Any]) -> dict[str, torch.Tensor]:
