@@ -1,9 +1,11 @@
 """``evaluate(config) -> Report``: one whole evaluation of a candidate against a problem.
 
-Order: static checks in the parent (the file parses; it is never imported here), the candidate's
-ranks (trials, then timing), the hashes of what they wrote, the reference's ranks (same seeds,
-same timing), then the comparison and the scores. The candidate runs first so that reference
-outputs do not exist on disk while candidate code runs.
+Order: static checks in the parent (the file parses; it is never imported here), then both
+sides' ranks at once: the candidate runs its correctness trials while the reference sets up;
+both are timed in alternating rounds that this process drives (paired.py); the candidate saves
+the outputs of the timed calls we choose and exits; only then does the reference compute its
+trials and re-compute those calls, so that reference outputs never exist while candidate code
+runs. Then the comparison and the scores. Without timing the sides run one after the other.
 """
 
 from __future__ import annotations
@@ -30,13 +32,16 @@ from . import __version__
 from .compare import compare_outputs, describe
 from .config import EvalConfig, Limits
 from .job import CHECKED_COPIES, RankJob, TaskSpec, TrialSpec, call_seed
-from .launcher import ProgressHook, SideResult, run_side
+from .launcher import ProgressHook, SideResult, SideRun, run_side
+from .paired import RESAMPLES, DrivenFailure, PairedTimer, PairedTiming, side_iterations, wait_finished
 from .report import (SCHEMA_VERSION, Failure, FailureClass, RankCheck, Report, SideTiming,
                      Timing, Trial, WallTime, make_failure)
 from .roofline import roofline
 from .sandbox import unavailable_reason
+from .hardware import clocks
+from .hardware.affinity import rank_cpus
 from .static_checks import read_solution, resolve_dtype, static_failure
-from .stats import slowest_rank_per_iteration, summarize
+from .stats import summarize
 
 # Work that keeps running on another stream after the solution returned shows up as a gap
 # between the timed stream's end event and a device-wide synchronize.
@@ -94,17 +99,20 @@ class Evaluation:
         self.timing = config.resolved_timing() if config.timing else None
         self.profile = (hardware_profile(config.device, config.world_size, config.hardware_profile)
                         if config.timing else None)
+        self.pinning = rank_cpus(config.world_size) if config.device == "cuda" and self.timing else None
         self.started_at = _now()
         self.started_clock = time.monotonic()
 
-    def job(self, side: str, workdir: Path, timed_calls: Sequence[int] = ()) -> RankJob:
-        """``timed_calls``: candidate calls whose outputs the reference recomputes as extra trials."""
+    def rechecks(self, timed_calls: Sequence[int]) -> list[TrialSpec]:
+        """The candidate's checked timed calls, as trials the reference runs after the seeded ones."""
+        return [{"index": len(self.seeds) + i, "seed": call_seed(self.timing_seed, n),
+                 "label": f"recheck of timed call {n}"} for i, n in enumerate(timed_calls)]
+
+    def job(self, side: str, workdir: Path) -> RankJob:
         out_dir = workdir / side  # where the side's outputs land once all of its processes are gone
         out_dir.mkdir(exist_ok=True)
         cpus = os.cpu_count() or 1
         trials: list[TrialSpec] = [{"index": i, "seed": s} for i, s in enumerate(self.seeds)]
-        trials += [{"index": len(trials) + i, "seed": call_seed(self.timing_seed, n), "label": f"recheck of timed call {n}"}
-                   for i, n in enumerate(timed_calls)]
         task: TaskSpec = {
             "task": 0, "problem": self.problem.slug, "size": self.config.size,
             "dtype": dtype_name(self.dtype),
@@ -119,20 +127,28 @@ class Evaluation:
             "out_dir": str(out_dir), "tasks": [task],
             "threads": max(1, cpus // self.config.world_size),
             "collective_timeout_s": self.config.limits.total_s,
+            "driven": self.timing is not None,
+            "affinity": self.pinning or {},
         }
 
-    def run_side(self, side: str, workdir: Path, timed_calls: Sequence[int] = ()) -> SideResult:
-        return run_side(self.job(side, workdir, timed_calls), workdir, self.side_limits(side), self.timing_limit(),
+    def side_run(self, side: str, workdir: Path) -> SideRun:
+        return SideRun(self.job(side, workdir), workdir, self.side_limits(side), self.timing_limit(),
+                       self.on_progress, sandbox=self.config.sandbox, resources=self.config.resources)
+
+    def run_side(self, side: str, workdir: Path) -> SideResult:
+        return run_side(self.job(side, workdir), workdir, self.side_limits(side), self.timing_limit(),
                         self.on_progress, sandbox=self.config.sandbox, resources=self.config.resources)
 
     def side_limits(self, side: str) -> Limits:
-        """The configured limits, the side's total cut to fit the deadline: the candidate gets
-        at most half of what is left, the reference the rest (less a few seconds to judge)."""
+        """The configured limits, the side's total cut to fit the deadline. Sides that run one
+        after the other: the candidate gets at most half of what is left, the reference the rest;
+        sides that run together (timed evaluations) both get what is left. Less a few seconds
+        to judge."""
         limits = self.config.limits
         if self.config.deadline_s is None:
             return limits
         left = self.config.deadline_s - (time.monotonic() - self.started_clock)
-        share = left / 2 if side == "candidate" else left - 5.0
+        share = left / 2 if side == "candidate" and self.timing is None else left - 5.0
         return dataclasses.replace(limits, total_s=max(1.0, min(limits.total_s, share)))
 
     def timing_limit(self) -> float:
@@ -146,44 +162,73 @@ class Evaluation:
         if static is not None:
             return self.report(static, [], None, None, None)
         with _workdir(self.config) as workdir:
+            if self.timing is not None:
+                return self.run_timed(workdir)
             candidate = self.run_side("candidate", workdir)
             if not candidate.ok:
                 return self.report(candidate.failure, [], None, candidate, None)
-            hashes = _hash_outputs(workdir / "candidate")
-            timed_calls, missing = self.timed_calls(candidate, workdir / "candidate")
-            if missing is not None:
-                return self.report(missing, [], None, candidate, None)
-            reference = self.run_side("reference", workdir, timed_calls)
+            reference = self.run_side("reference", workdir)
             if not reference.ok:
                 return self.report(reference.failure, [], None, candidate, reference)
-            changed = [name for name, digest in _hash_outputs(workdir / "candidate").items()
-                       if hashes.get(name) != digest]
-            if changed:
-                tampered = make_failure(FailureClass.PROTOCOL_VIOLATION,
-                                    f"candidate output files changed after its ranks finished: {changed[:3]}")
-                return self.report(tampered, [], None, candidate, reference)
-            trials, failure = self.judge(workdir, timed_calls)
-            timing = None
-            if failure is None and self.timing:
-                timing, failure = self.score(candidate, reference)
-            return self.report(failure, trials, timing, candidate, reference)
+            trials, failure = self.judge(workdir)
+            return self.report(failure, trials, None, candidate, reference)
 
-    def timed_calls(self, candidate: SideResult, outputs: Path) -> tuple[list[int], Optional[Failure]]:
-        """The timed calls whose outputs the candidate's ranks kept: the latest call in each of
-        the first CHECKED_COPIES slots of the input rotation, the same on every rank."""
-        if not self.timing:
-            return [], None
-        event = candidate.times.get((0, 0)) or {}
-        calls, count = len(event.get("times_ms") or []), int(event.get("copies") or 0)
-        expected = sorted(n for n in range(max(0, calls - count), calls) if n % max(count, 1) < CHECKED_COPIES)
+    def run_timed(self, workdir: Path) -> Report:
+        assert self.timing is not None
+        candidate_run, reference_run = self.side_run("candidate", workdir), self.side_run("reference", workdir)
+        for run in (candidate_run, reference_run):
+            if run.begin() is not None:
+                return self.report(run.failure, [], None, candidate_run.end(), reference_run.end())
+        timer = PairedTimer(candidate_run, reference_run, self.timing, step_s=self.config.limits.step_s)
+        gpus = clocks.visible_gpus(self.config.world_size) if self.config.device == "cuda" else []
+        try:
+            before = clocks.snapshot(gpus) if gpus else None
+            paired = timer.run()
+            after = clocks.snapshot(gpus) if gpus else None
+        except DrivenFailure as exc:
+            candidate, reference = candidate_run.end(), reference_run.end()
+            if exc.side == "candidate":
+                return self.report(exc.failure, [], None, candidate, None)
+            return self.report(exc.failure, [], None, candidate, reference)
+        slots = timer.secret_slots(CHECKED_COPIES)
+        candidate_run.command({"cmd": "finish", "keep": slots}, None)
+        wait_finished(candidate_run)
+        candidate = candidate_run.end()
+        if not candidate.ok:
+            return self.report(candidate.failure, [], None, candidate, reference_run.end())
+        hashes = _hash_outputs(workdir / "candidate")
+        timed_calls = timer.kept_calls(slots)
+        missing = self.missing_timed_outputs(timed_calls, workdir / "candidate")
+        if missing is not None:
+            return self.report(missing, [], None, candidate, reference_run.end())
+        # The candidate's processes are gone: now the reference may compute what it is judged by.
+        reference_run.command({"cmd": "finish", "rechecks": self.rechecks(timed_calls)}, None)
+        wait_finished(reference_run)
+        reference = reference_run.end()
+        if not reference.ok:
+            return self.report(reference.failure, [], None, candidate, reference)
+        changed = [name for name, digest in _hash_outputs(workdir / "candidate").items()
+                   if hashes.get(name) != digest]
+        if changed:
+            tampered = make_failure(FailureClass.PROTOCOL_VIOLATION,
+                                    f"candidate output files changed after its ranks finished: {changed[:3]}")
+            return self.report(tampered, [], None, candidate, reference)
+        trials, failure = self.judge(workdir, timed_calls)
+        timing = None
+        if failure is None:
+            timing, failure = self.score(paired, clocks.compare(before, after) if gpus else None)
+        return self.report(failure, trials, timing, candidate, reference)
+
+    def missing_timed_outputs(self, expected: list[int], outputs: Path) -> Optional[Failure]:
+        """Each rank must have saved exactly the timed calls we asked for."""
         for rank in range(self.config.world_size):
             found = sorted(int(m.group(1)) for p in outputs.glob(f"task0_timed*_rank{rank}.pt")
                            if (m := re.fullmatch(rf"task0_timed(\d+)_rank{rank}\.pt", p.name)))
             if found != expected or not expected:
-                return [], make_failure(FailureClass.PROTOCOL_VIOLATION,
-                                        f"rank {rank}: the outputs of timed calls {expected} were expected, "
-                                        f"found {found[:8]}", rank=rank)
-        return expected, None
+                return make_failure(FailureClass.PROTOCOL_VIOLATION,
+                                    f"rank {rank}: the outputs of timed calls {expected} were expected, "
+                                    f"found {found[:8]}", rank=rank)
+        return None
 
     def judge(self, workdir: Path, timed_calls: Sequence[int] = ()) -> tuple[list[Trial], Optional[Failure]]:
         tol = self.problem.tolerance(self.dtype)
@@ -215,25 +260,22 @@ class Evaluation:
                                 passed=all(r["passed"] for r in ranks), ranks=ranks))
         return trials, failure
 
-    def side_timing(self, side: SideResult) -> tuple[SideTiming, dict[str, Any]]:
-        events = [side.times[(0, rank)] for rank in range(self.config.world_size)]
-        iterations = slowest_rank_per_iteration([e["times_ms"] for e in events])
-        summary = summarize(iterations)
-        per_rank = [summarize(e["times_ms"])["median_ms"] for e in events]
-        timing = SideTiming(per_rank_median_ms=per_rank, roofline_fraction=None, **summary)  # type: ignore[typeddict-item]
-        gaps = [g for e in events for g in e["gap_ms"]]
-        escaped = sum(1 for g, t in zip(gaps, [t for e in events for t in e["times_ms"]])
-                      if g > max(ESCAPED_GAP_MS, ESCAPED_GAP_SHARE * t))
-        return timing, {"escaped": escaped, "iterations": len(gaps), "copies": events[0]["copies"],
-                        "warmup": events[0]["warmup"]}
+    def side_timing(self, blocks: Any) -> tuple[SideTiming, int]:
+        """A side's timing pooled over its counted blocks, and how many calls left GPU work running."""
+        iterations, per_rank, _ = side_iterations(blocks)
+        timing = SideTiming(per_rank_median_ms=per_rank, roofline_fraction=None, **summarize(iterations))  # type: ignore[typeddict-item]
+        escaped = sum(1 for block in blocks.counted for times, gaps in zip(block.per_rank_ms, block.gaps_ms)
+                      for t, g in zip(times, gaps) if g > max(ESCAPED_GAP_MS, ESCAPED_GAP_SHARE * t))
+        return timing, escaped
 
-    def score(self, candidate: SideResult, reference: SideResult) -> tuple[Optional[Timing], Optional[Failure]]:
-        cand, cand_info = self.side_timing(candidate)
-        ref, _ = self.side_timing(reference)
+    def score(self, paired: PairedTiming, clock_check: Optional[dict[str, Any]]) -> tuple[Optional[Timing], Optional[Failure]]:
+        cand, escaped = self.side_timing(paired.candidate)
+        ref, _ = self.side_timing(paired.reference)
         failure = None
-        if self.config.device == "cuda" and cand_info["escaped"] > cand_info["iterations"] // 2:
+        calls = cand["iterations"] * self.config.world_size
+        if self.config.device == "cuda" and escaped > calls // 2:
             failure = make_failure(FailureClass.TIMING_VIOLATION,
-                               f"in {cand_info['escaped']} of {cand_info['iterations']} timed calls, GPU work "
+                               f"in {escaped} of {calls} timed calls, GPU work "
                                "kept running after the solution returned (on a stream the caller does not "
                                "wait for); make the current stream wait for side streams before returning")
         rl = None
@@ -242,10 +284,21 @@ class Evaluation:
                                                                      self.dtype)), self.profile, self.dtype)
             cand["roofline_fraction"] = rl["time_ms"] / cand["median_ms"]
             ref["roofline_fraction"] = rl["time_ms"] / ref["median_ms"]
+        assert self.timing is not None
+        low, high = paired.interval
         timing = Timing(
             device=self.config.device, method=_METHOD[self.config.device],
-            input_copies=cand_info["copies"], warmup_iterations=cand_info["warmup"],
-            reference=ref, candidate=cand, speedup=ref["median_ms"] / cand["median_ms"], roofline=rl)
+            input_copies=paired.candidate.copies, warmup_iterations=paired.candidate.warmup_calls,
+            reference=ref, candidate=cand, speedup=paired.speedup, roofline=rl,
+            interval={"low": low, "high": high, "level": 0.95,
+                      "method": "bootstrap percentile interval of the median of per-round ratios, "
+                                f"{RESAMPLES} resamples"},
+            rounds=[{"candidate_ms": r["candidate_ms"], "reference_ms": r["reference_ms"], "ratio": r["ratio"]}
+                    for r in paired.rounds],
+            block_calls={"candidate": paired.candidate.counted[0].calls, "reference": paired.reference.counted[0].calls},
+            stop={"reason": paired.stop_reason, "rounds": len(paired.rounds), "seconds": paired.seconds,  # type: ignore[typeddict-item]
+                  "half_width": paired.half_width(), "target_half_width": self.timing.target_half_width},
+            clocks=clock_check, pinning=self.pinning)
         return timing, failure
 
     def report(self, failure: Optional[Failure], trials: list[Trial], timing: Optional[Timing],
@@ -261,7 +314,6 @@ class Evaluation:
             values = [e["compile_s"] for e in events if isinstance(e.get("compile_s"), (int, float))]
             compile_s = max(values) if values else None
         finished = _now()
-        total = (datetime.datetime.fromisoformat(finished) - datetime.datetime.fromisoformat(self.started_at))
         return Report(
             schema_version=SCHEMA_VERSION, evaluator_version=__version__,
             problem={"slug": self.problem.slug, "id": self.problem.id, "version": problems.version(self.problem)},
@@ -275,7 +327,7 @@ class Evaluation:
             hardware_profile=self.profile["id"] if self.profile else None,
             sandbox="on" if self.config.sandbox else "off",
             software=software,
-            wall_time=WallTime(total_s=max(total.total_seconds(), 0.0),
+            wall_time=WallTime(total_s=time.monotonic() - self.started_clock,
                                reference_s=reference.wall_s if reference else 0.0,
                                candidate_s=candidate.wall_s if candidate else 0.0,
                                compile_s=compile_s),
@@ -284,9 +336,13 @@ class Evaluation:
 
 
 _METHOD = {
-    "cuda": ("CUDA events on every rank around each call, ranks aligned by an all-reduce before each "
-             "call, iteration time = slowest rank, inputs rotated across copies spanning several L2s"),
-    "cpu": "perf_counter on every rank around each call, ranks aligned by a barrier; CPU timings only",
+    "cuda": ("both sides' ranks alive at once, timed in alternating blocks (ABBA rounds) that the "
+             "evaluating parent commands; CUDA events on every rank around each call, ranks aligned by "
+             "a barrier and a synchronize before each call, call time = slowest rank, block time = "
+             "median call; speedup = median of per-round ratios with a bootstrap 95% interval; fresh "
+             "inputs for every call, rotated across copies spanning several L2s"),
+    "cpu": ("both sides alive at once, alternating blocks commanded by the parent; perf_counter on "
+            "every rank around each call, ranks aligned by a barrier; CPU timings only"),
 }
 
 

@@ -23,6 +23,7 @@ def new_token() -> str:
 READY = "ready"
 STEP = "step"
 TIMES = "times"
+WAITING = "waiting"  # the rank waits for the parent's timing commands
 ERROR = "error"
 DONE = "done"
 

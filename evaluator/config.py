@@ -46,18 +46,28 @@ class ResourceLimits:
 
 @dataclass(frozen=True)
 class TimingConfig:
-    """Adaptive timing: stop after ``min_iterations`` once ``min_time_s`` has passed, or at a cap.
+    """How the timed phase runs.
 
-    The stop decision is made on the fly by rank 0 from measured times, so a candidate cannot
-    know in advance which call is the last (whose outputs are re-checked).
+    In an evaluation the parent drives both sides at once (evaluator/paired.py): warm-up blocks
+    until each side has run ``warmup_iterations`` calls and ``warmup_time_s`` seconds, then
+    rounds of one block per side (about ``block_time_s`` each, in ABBA order) until the 95%
+    interval of the median per-round speedup is within ``target_half_width`` of it (after at
+    least ``min_rounds``), or ``max_rounds``, or ``max_time_s`` of rounds. The iteration fields
+    are for reference-only suite runs, which time themselves.
     """
 
     warmup_iterations: int = 5
-    warmup_time_s: float = 0.2
+    warmup_time_s: float = 0.3
+    block_time_s: float = 0.025
+    min_block_calls: int = 3
+    max_block_calls: int = 200
+    min_rounds: int = 6
+    max_rounds: int = 200
+    target_half_width: float = 0.01
+    max_time_s: float = 8.0
     min_iterations: int = 10
     max_iterations: int = 200
     min_time_s: float = 1.0
-    max_time_s: float = 5.0
     l2_multiple: float = 3.0  # rotated input copies span at least this many L2 caches
     max_copies: int = 16
     max_copy_bytes: int = 8 * 2**30
@@ -67,10 +77,11 @@ class TimingConfig:
         """For CPU runs: short, labelled CPU in the report.
 
         gloo ranks that wait sleep until the next scheduler tick, so single calls on a small
-        host take either ~0.3 ms or ~4 ms: enough calls are needed for a stable median.
+        host take either ~0.3 ms or ~4 ms: blocks of many calls, and a cap on the rounds.
         """
-        return cls(warmup_iterations=3, warmup_time_s=0.0, min_iterations=30, max_iterations=200,
-                   min_time_s=0.3, max_time_s=1.0, max_copies=2)
+        return cls(warmup_iterations=3, warmup_time_s=0.05, block_time_s=0.03, min_block_calls=10,
+                   min_rounds=6, max_rounds=60, max_time_s=1.5, min_iterations=30, max_iterations=200,
+                   min_time_s=0.3, max_copies=2)
 
 
 @dataclass(frozen=True)

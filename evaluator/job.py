@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Literal, Optional, TypedDict
 
-# Timed calls whose outputs are re-checked: the latest call in each of the first CHECKED_COPIES
-# slots of the input rotation. Any timed call may turn out to be one of them.
+# Timed calls whose outputs are re-checked: the latest call in each of CHECKED_COPIES slots of the
+# input rotation, slots the parent draws in secret when timing ends. The candidate keeps every
+# slot's latest outputs, so any timed call may turn out to be one of them.
 CHECKED_COPIES = 4
 
 
@@ -42,6 +43,8 @@ class RankJob(TypedDict, total=False):
     threads: int
     collective_timeout_s: float
     outputs: Literal["files", "fingerprints"]  # fingerprints: hashes on the status channel only
+    affinity: dict[str, list[int]]  # rank -> CPU cores it runs on (those local to its GPU)
+    driven: bool  # the parent drives the timed phase over a command pipe (evaluations)
 
 
 def trial_step(trial: TrialSpec) -> str:

@@ -1,6 +1,8 @@
 """Starts one side's rank processes in a box, watches their progress, and stops them when they stall.
 
-Every rank has three pipes to us: status channel, stdout/stderr, and its Python stack dumps. A rank
+Every rank has three pipes to us: status channel, stdout/stderr, and its Python stack dumps; in
+an evaluation a fourth carries our timing commands to it (``command``), and a rank working on a
+command is held to the deadline we set, whatever it writes meanwhile. A rank
 that makes no progress within the limit has its stacks dumped, then the whole side is killed (peers
 of a stuck rank spin forever). In the confined box (the default) that kill takes every process the
 side started, and only then are its outputs copied out: nothing of the side can change them.
@@ -19,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from .channel import DONE, ERROR, READY, STEP, TIMES, new_token, parse_lines
+from .channel import DONE, ERROR, READY, STEP, TIMES, WAITING, new_token, parse_lines
 from .config import Limits, ResourceLimits
 from .job import CHECKED_COPIES, RankJob, trial_step
 from .report import Failure, FailureClass, make_failure
@@ -62,6 +64,10 @@ class SideRun:
         self.limit: Optional[dict[str, Any]] = None  # the box's report of a resource limit
         self.first_problem_at: Optional[float] = None
         self.fingerprints: dict[tuple[int, str, int], list[dict[str, Any]]] = {}  # (task, step, rank)
+        self.blocks: dict[tuple[int, int], dict[str, Any]] = {}  # (block, rank) -> its TIMES event
+        self.failure: Optional[Failure] = None
+        self.box: Any = None
+        self.started = time.monotonic()
 
     def rank_job(self, box: Any) -> RankJob:
         """The job as the ranks see it: paths inside their box, the solution copied in."""
@@ -100,9 +106,17 @@ class SideRun:
             os.close(token_w)
             argv = [sys.executable, "-I", "-c", RANK_ENTRY, str(box.inbox / "job.json"), str(rank),
                     str(status_w), str(stack_w)]
-            launches.append(RankLaunch(rank, argv, env, (status_w, stack_w), log_w, token_r))
+            keep: tuple[int, ...] = (status_w, stack_w)
+            state = RankState(rank, status_r, log_r, stack_r)
+            if self.job.get("driven"):
+                command_r, state.command_fd = os.pipe()
+                os.set_inheritable(state.command_fd, False)
+                argv.append(str(command_r))
+                keep += (command_r,)
+                theirs.append(command_r)
+            launches.append(RankLaunch(rank, argv, env, keep, log_w, token_r))
             theirs += [status_w, log_w, stack_w, token_r]
-            self.ranks.append(RankState(rank, status_r, log_r, stack_r))
+            self.ranks.append(state)
         try:
             box.start(launches)
         finally:
@@ -110,36 +124,108 @@ class SideRun:
                 os.close(fd)
         return box
 
-    def run(self) -> SideResult:
-        started = time.monotonic()
-        box = None
-        failure: Optional[Failure] = None
-        selector = selectors.DefaultSelector()
+    def begin(self) -> Optional[Failure]:
+        """Start the ranks; a failure here is the sandbox's, not the side's."""
+        self.started = time.monotonic()
+        self.selector = selectors.DefaultSelector()
         try:
+            self.box = self.start()
+        except SandboxError as exc:
+            self.failure = make_failure(FailureClass.HARNESS_ERROR, f"the sandbox could not be set up: {exc}")
+            return self.failure
+        for state in self.ranks:
+            for fd in (state.status_fd, state.log_fd, state.stack_fd):
+                self.selector.register(fd, selectors.EVENT_READ, state)
+        if self.box.fileno() is not None:
+            self.selector.register(self.box.fileno(), selectors.EVENT_READ, None)
+        return None
+
+    def run(self) -> SideResult:
+        """The whole side on its own: start, watch until every rank is done or one fails, end."""
+        if self.begin() is None:
+            while self.poll(0.2) is None and not self.finished():
+                pass
+        return self.end()
+
+    def finished(self) -> bool:
+        return all(state.finished for state in self.ranks)
+
+    def waiting(self) -> bool:
+        """Every rank has answered our last command and waits for the next."""
+        return all(state.waiting for state in self.ranks)
+
+    def command(self, payload: dict[str, Any], within_s: Optional[float]) -> None:
+        """Send every rank the same command. ``within_s``: the deadline for its answer; None:
+        the rank works through steps again (the usual per-step limits apply)."""
+        line = (json.dumps(payload) + "\n").encode()
+        now = time.monotonic()
+        for state in self.ranks:
+            state.waiting = False
+            state.last_progress = now
+            state.deadline = now + within_s if within_s is not None else None
+            if state.command_fd is None:
+                continue
             try:
-                box = self.start()
-            except SandboxError as exc:
-                failure = make_failure(FailureClass.HARNESS_ERROR, f"the sandbox could not be set up: {exc}")
-                return SideResult(self.side, failure, {}, {}, {}, [], time.monotonic() - started,
-                                  confined=self.sandbox)
-            for state in self.ranks:
-                for fd in (state.status_fd, state.log_fd, state.stack_fd):
-                    selector.register(fd, selectors.EVENT_READ, state)
-            if box.fileno() is not None:
-                selector.register(box.fileno(), selectors.EVENT_READ, None)
-            failure = self._watch(selector, box, started)
-            box.stop()
-            box.copy_outputs(Path(self.job["out_dir"]), self.output_rules())
+                os.write(state.command_fd, line)
+            except OSError:
+                pass  # the rank is gone: its exit is what we report
+
+    def poll(self, timeout: float) -> Optional[Failure]:
+        """Read what the ranks said within ``timeout`` seconds; the side's failure, once there is one."""
+        if self.failure is not None:
+            return self.failure
+        self._read(self.selector, timeout)
+        now = time.monotonic()
+        self._box_events(self.selector, self.box, now)
+        for state in self.ranks:
+            code = state.returncode
+            if code is None or state.finished or state.rank in {r for r, _ in self.crashes} \
+                    or any(e.get("rank") == state.rank for e in self.errors):
+                continue
+            if code == 0 and state.rank in self.done:
+                state.finished = True
+                continue
+            self.crashes.append((state.rank, code))
+            self.first_problem_at = self.first_problem_at or now
+        if self.limit is not None:
+            self.failure = self._resource_failure()
+        elif self.finished():
+            return None
+        elif self.first_problem_at is not None:
+            all_exited = all(s.returncode is not None for s in self.ranks)
+            if all_exited or now - self.first_problem_at > self.limits.error_grace_s:
+                self.failure = self._failure_from_problems()
+        else:
+            over_total = now - self.started > self.limits.total_s
+            if over_total or any(self._overdue(s, now) for s in self.ranks):
+                self.failure = self._deadlock(self.selector, self.box, over_total)
+        return self.failure
+
+    def end(self) -> SideResult:
+        """Kill whatever of the side still runs, copy out its outputs, close our ends."""
+        try:
+            if self.box is not None:
+                self.box.stop()
+                self.box.copy_outputs(Path(self.job["out_dir"]), self.output_rules())
         finally:
-            selector.close()
-            if box is not None:
-                box.close()
+            self.selector.close()
+            if self.box is not None:
+                self.box.close()
             for state in self.ranks:
-                for fd in (state.status_fd, state.log_fd, state.stack_fd):
-                    os.close(fd)
-        return SideResult(self.side, failure, self.ready, self.done, self.times, self.errors,
-                          time.monotonic() - started, {s.rank: s.labels for s in self.ranks},
-                          self.fingerprints, confined=box.confined if box is not None else self.sandbox)
+                for fd in (state.status_fd, state.log_fd, state.stack_fd, state.command_fd):
+                    if fd is not None:
+                        os.close(fd)
+        return SideResult(self.side, self.failure, self.ready, self.done, self.times, self.errors,
+                          time.monotonic() - self.started, {s.rank: s.labels for s in self.ranks},
+                          self.fingerprints, confined=self.box.confined if self.box is not None else self.sandbox,
+                          blocks=self.blocks)
+
+    def _overdue(self, state: RankState, now: float) -> bool:
+        if state.finished or state.waiting:
+            return False
+        if state.deadline is not None:
+            return now > state.deadline
+        return now - state.last_progress > self._limit(state)
 
     def _read(self, selector: selectors.BaseSelector, timeout: float) -> None:
         for key, _ in selector.select(timeout=timeout):
@@ -184,34 +270,6 @@ class SideRun:
         if exited:
             self._drain(selector)  # a rank's last words before judging its exit
 
-    def _watch(self, selector: selectors.BaseSelector, box: Any, started: float) -> Optional[Failure]:
-        while True:
-            self._read(selector, 0.2)
-            now = time.monotonic()
-            self._box_events(selector, box, now)
-            for state in self.ranks:
-                code = state.returncode
-                if code is None or state.finished or state.rank in {r for r, _ in self.crashes} \
-                        or any(e.get("rank") == state.rank for e in self.errors):
-                    continue
-                if code == 0 and state.rank in self.done:
-                    state.finished = True
-                    continue
-                self.crashes.append((state.rank, code))
-                self.first_problem_at = self.first_problem_at or now
-            if self.limit is not None:
-                return self._resource_failure()
-            if all(state.finished for state in self.ranks):
-                return None
-            if self.first_problem_at is not None:
-                all_exited = all(s.returncode is not None for s in self.ranks)
-                if all_exited or now - self.first_problem_at > self.limits.error_grace_s:
-                    return self._failure_from_problems()
-                continue
-            stalled = [s for s in self.ranks if not s.finished and now - s.last_progress > self._limit(s)]
-            if stalled or now - started > self.limits.total_s:
-                return self._deadlock(selector, box, now - started > self.limits.total_s)
-
     def _limit(self, state: RankState) -> float:
         if not state.started:
             return self.limits.startup_s
@@ -223,11 +281,10 @@ class SideRun:
         kind = event.get("event")
         if event.pop("token", None) != self.token:
             return  # stray or forged writes to the channel prove nothing
-        if kind not in (READY, STEP, TIMES, DONE, ERROR):
+        if kind not in (READY, STEP, TIMES, WAITING, DONE, ERROR):
             return
         state.last_progress = time.monotonic()
-        if self.on_progress is not None and state.rank == 0 and kind in (READY, STEP, TIMES, DONE):
-            self.on_progress(self.side, {"event": kind, "step": event.get("step"), "task": event.get("task")})
+        self._report_progress(state, event)
         if kind == READY:
             state.started = True
             self.ready[state.rank] = event
@@ -237,16 +294,36 @@ class SideRun:
                 self.fingerprints[(int(event.get("task") or 0), str(event.get("step")), state.rank)] = \
                     event["fingerprints"]
             state.timing = bool(event.get("timing"))
+        elif kind == WAITING:
+            state.waiting, state.deadline = True, None
+        elif kind == TIMES and self.job.get("driven"):
+            if isinstance(event.get("block"), int):
+                self.blocks[(event["block"], state.rank)] = event
+            state.waiting, state.deadline = True, None
+            label = f"{event.get('task')}:timing"
+            if label not in state.labels:
+                state.labels.append(label)
         elif kind == TIMES:
             state.timing = False
             self.times[(int(event.get("task") or 0), state.rank)] = event
             state.labels.append(f"{event.get('task')}:timing")
         elif kind == DONE:
-            # Finished only once the process has also exited cleanly (see _watch).
+            # Finished only once the process has also exited cleanly (see poll).
             self.done[state.rank] = event
         elif kind == ERROR:
             self.errors.append(event)
             self.first_problem_at = self.first_problem_at or time.monotonic()
+
+    def _report_progress(self, state: RankState, event: dict[str, Any]) -> None:
+        """Rank 0's steps; in a driven timed phase, its start once (not every block)."""
+        kind = event.get("event")
+        if self.on_progress is None or state.rank != 0:
+            return
+        if kind == WAITING and not state.timing_announced:
+            state.timing_announced = True
+            self.on_progress(self.side, {"event": STEP, "step": "timing started", "task": event.get("task")})
+        elif kind in (READY, STEP, DONE) or (kind == TIMES and not self.job.get("driven")):
+            self.on_progress(self.side, {"event": kind, "step": event.get("step"), "task": event.get("task")})
 
     def _stderr(self) -> dict[str, str]:
         return {str(s.rank): s.log_tail.decode(errors="replace") for s in self.ranks}
@@ -300,10 +377,11 @@ class SideRun:
         plan = []
         for task in tasks:
             where = f" of {task['problem']}" if len(tasks) > 1 else ""
-            for trial in task["trials"]:
-                plan.append((f"{task['task']}:{trial_step(trial)}", f"{trial_step(trial)}{where}"))
-            if task.get("timing"):
-                plan.append((f"{task['task']}:timing", f"timing{where}"))
+            trials = [(f"{task['task']}:{trial_step(t)}", f"{trial_step(t)}{where}") for t in task["trials"]]
+            timing = [(f"{task['task']}:timing", f"timing{where}")] if task.get("timing") else []
+            # A driven reference times first and runs its trials at the end (rank_runner.py).
+            last_trials = self.job.get("driven") and self.side == "reference"
+            plan += timing + trials if last_trials else trials + timing
         return plan
 
     def _progress(self, rank: int) -> str:
@@ -327,6 +405,8 @@ class SideRun:
         who = f"rank{'s' if len(stuck) > 1 else ''} {', '.join(map(str, stuck))}"
         if over_total:
             message = f"the side ran past its time limit of {self.limits.total_s:.0f} s; {who} {where}"
+        elif self.ranks[stuck[0]].deadline is not None:
+            message = f"{who} did not finish a timed block in time {where}"
         else:
             message = f"{who} made no progress for {self._limit(self.ranks[stuck[0]]):.0f} s {where}"
         if ahead:

@@ -1,4 +1,4 @@
-"""Entry point of one rank process: ``main()`` with arguments ``JOB RANK STATUS_FD STACK_FD``.
+"""Entry point of one rank process: ``main()`` with arguments ``JOB RANK STATUS_FD STACK_FD [COMMAND_FD]``.
 
 One process per rank serves every task and trial of a job (never a launch per trial). It reports
 progress on the status channel; the parent enforces deadlines and kills it when it stalls.
@@ -58,7 +58,7 @@ def _init(job: RankJob, rank: int):  # type: ignore[no-untyped-def]
     return device, control_group
 
 
-def run(job: RankJob, rank: int, channel) -> None:  # type: ignore[no-untyped-def]
+def run(job: RankJob, rank: int, channel, commands=None) -> None:  # type: ignore[no-untyped-def]
     import problems
 
     from .candidate import CandidateError, classify_exception, load_solution
@@ -68,7 +68,7 @@ def run(job: RankJob, rank: int, channel) -> None:  # type: ignore[no-untyped-de
     device, control_group = _init(job, rank)
     ctx = RankContext(rank=rank, world_size=job["world_size"], device=device,
                       control_group=control_group, channel=channel, out_dir=Path(job["out_dir"]),
-                      fingerprints_only=job.get("outputs") == "fingerprints")
+                      fingerprints_only=job.get("outputs") == "fingerprints", commands=commands)
     task = {"task": None}
     try:
         solution = None
@@ -95,6 +95,16 @@ def run(job: RankJob, rank: int, channel) -> None:  # type: ignore[no-untyped-de
         os._exit(1)
 
 
+def _pin(job: RankJob, rank: int) -> None:
+    """Run on the CPU cores the parent chose (those local to this rank's GPU), if it chose."""
+    cpus = (job.get("affinity") or {}).get(str(rank))
+    if cpus:
+        try:
+            os.sched_setaffinity(0, cpus)
+        except OSError:
+            pass  # the cores are not ours to take (a cgroup's cpuset): run where we may
+
+
 def _compile_seconds() -> float | None:
     try:
         from . import cuda
@@ -114,11 +124,17 @@ def main() -> None:
     os.close(devnull)
     job_path, rank, fd, stack_fd = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     job = json.loads(Path(job_path).read_text())
+    _pin(job, rank)
     # Before a stalled rank is killed it gets SIGUSR1: every thread's Python stack goes down this pipe.
     faulthandler.register(signal.SIGUSR1, file=os.fdopen(stack_fd, "w"), all_threads=True)
     warnings.filterwarnings("ignore", category=FutureWarning)
     channel = RankChannel(fd, rank, token)
-    run(job, rank, channel)
+    commands = None
+    if len(sys.argv) > 5:
+        from .rank_timing import CommandReader
+
+        commands = CommandReader(int(sys.argv[5]))
+    run(job, rank, channel, commands)
     sys.stdout.flush()
     sys.stderr.flush()
     # Skip interpreter and process-group teardown: destroy_process_group can itself hang, and the

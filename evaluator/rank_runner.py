@@ -1,4 +1,9 @@
-"""What one rank does for one task: seeded correctness trials, then timing.
+"""What one rank does for one task: seeded correctness trials and timing.
+
+In an evaluation (a parent drives the timed phase, see rank_timing.py) the candidate runs its
+trials, then answers the parent's timing commands; the reference answers them first and runs
+its trials (and the re-checks of the candidate's timed calls) only at ``finish``, once the
+candidate's ranks are gone. Reference-only suite runs do trials, then time themselves.
 
 Runs inside rank processes. The clocks and event classes are bound at import, before any
 candidate code runs, so patching ``time.perf_counter`` or ``torch.cuda.Event`` later changes
@@ -8,11 +13,10 @@ nothing here.
 from __future__ import annotations
 
 import hashlib
-import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import torch
 import torch.distributed as dist
@@ -21,7 +25,8 @@ from problems.spec import DTYPE_NAMES, Problem
 
 from .candidate import CandidateError
 from .channel import STEP, TIMES, RankChannel
-from .job import CHECKED_COPIES, TaskSpec, call_seed, trial_step
+from .job import TaskSpec, TrialSpec, trial_step
+from .rank_timing import CommandReader, TimingSession, kept_outputs, serve
 from .report import FailureClass
 
 _perf_counter = time.perf_counter
@@ -39,6 +44,7 @@ class RankContext:
     channel: RankChannel
     out_dir: Path
     fingerprints_only: bool = False  # reference checks: report hashes, write no output files
+    commands: Optional[CommandReader] = None  # the parent drives the timed phase (evaluations)
 
 
 def build_groups(problem: Problem, world_size: int, rank: int) -> dict[str, Any]:
@@ -110,10 +116,34 @@ class TaskRunner:
         synchronize(self.ctx.device)
 
     def run(self) -> None:
-        for trial in self.task["trials"]:
+        timing = self.task.get("timing")
+        if timing and self.ctx.commands is not None:
+            self.run_driven(timing)
+            return
+        self.run_trials(self.task["trials"])
+        if timing:
+            self.run_timing(timing, self.task["timing_seed"])
+
+    def run_trials(self, trials: list[TrialSpec]) -> None:
+        for trial in trials:
             self.run_trial(trial["index"], trial["seed"], trial_step(trial))
-        if self.task.get("timing"):
-            self.run_timing(self.task["timing"], self.task["timing_seed"])
+
+    def run_driven(self, cfg: dict[str, Any]) -> None:
+        assert self.ctx.commands is not None
+        seed = self.task["timing_seed"]
+        if self.side == "candidate":
+            self.run_trials(self.task["trials"])
+            serve(self, cfg, seed, self.ctx.commands, self.save_kept, keep_outputs=True)
+        else:
+            # Trials last: the reference's outputs never exist while candidate code runs.
+            serve(self, cfg, seed, self.ctx.commands,
+                  lambda _, command: self.run_trials(self.task["trials"] + list(command.get("rechecks", []))),
+                  keep_outputs=False)
+
+    def save_kept(self, session: TimingSession, command: dict[str, Any]) -> None:
+        """The outputs of the timed calls the parent chose, named by call."""
+        for call, outputs in kept_outputs(session, [int(s) for s in command.get("keep", [])]):
+            save_outputs(outputs, self.ctx.out_dir / f"task{self.task['task']}_timed{call}_rank{self.ctx.rank}.pt")
 
     def run_trial(self, index: int, seed: int, step: str) -> None:
         inputs = self.inputs(seed)
@@ -135,78 +165,55 @@ class TaskRunner:
         save_outputs(outputs, self.ctx.out_dir / f"task{self.task['task']}_trial{index}_rank{self.ctx.rank}.pt")
         self.ctx.channel.send(STEP, task=self.task["task"], step=step)
 
-    def copy_count(self, inputs: dict[str, Any], cfg: dict[str, Any]) -> int:
-        """Input sets in rotation: enough that no call finds its inputs in L2."""
-        nbytes = sum(t.numel() * t.element_size() for t in _tensor_inputs(inputs).values())
+    def tensor_bytes(self, inputs: dict[str, Any]) -> int:
+        return sum(t.numel() * t.element_size() for t in _tensor_inputs(inputs).values())
+
+    def timed_call(self, inputs: dict[str, Any]) -> tuple[float, float, list[torch.Tensor]]:
+        """One call, ranks aligned first: (its time in ms, GPU work left after it returned in ms,
+        its outputs). The gap is the time from the timed stream's end event to a device-wide
+        synchronize: work the solution left running on a side stream shows up there."""
+        self.align()
         if self.ctx.device.type == "cuda":
-            l2 = torch.cuda.get_device_properties(self.ctx.device).L2_cache_size
-            wanted = math.ceil(cfg["l2_multiple"] * l2 / max(nbytes, 1)) + 1
+            start, end, after_sync = (_CudaEvent(enable_timing=True) for _ in range(3))
+            start.record()
+            result = self.call(inputs)
+            end.record()
+            _cuda_synchronize(self.ctx.device)
+            after_sync.record()
+            after_sync.synchronize()
+            elapsed, gap = start.elapsed_time(end), end.elapsed_time(after_sync)
         else:
-            wanted = 2
-        return max(2, min(cfg["max_copies"], wanted, max(1, cfg["max_copy_bytes"] // max(nbytes, 1))))
+            call_start = _perf_counter()
+            result = self.call(inputs)
+            elapsed, gap = (_perf_counter() - call_start) * 1e3, 0.0
+        return elapsed, gap, as_output_list(result, self.side)
 
     def run_timing(self, cfg: dict[str, Any], seed: int) -> None:
-        """Timed call n gets inputs of its own (seed ``call_seed(seed, n)``), generated outside the
-        timed region into the slot of the call before it in the rotation; no cache, keyed on
-        values or on addresses, is right for a later call. The outputs of the latest call in each
-        of the first CHECKED_COPIES slots are kept, named by call, for the parent to check."""
+        """Timing on its own (reference-only suite runs, no parent in the loop): rank 0 decides
+        when to stop from its own clock, and the all-reduce that carries its decision makes
+        every rank run the same number of calls. Candidates are never timed this way."""
         ctx = self.ctx
         ctx.channel.send(STEP, task=self.task["task"], step="timing started", timing=True)
-        first = self.inputs(call_seed(seed, -1))
-        copies = [first] + [self.inputs(call_seed(seed, -1 - k)) for k in range(1, self.copy_count(first, cfg))]
-        flag = torch.zeros(1, device=ctx.device if ctx.device.type == "cuda" else "cpu")
+        session = TimingSession(self, cfg, seed, keep_outputs=False)
+        flag = torch.zeros(1, device=ctx.device)
 
         def agreed_stop(stop: bool) -> bool:
-            # Rank 0 decides for everyone, and the all-reduce that carries its decision also
-            # aligns the ranks: every rank makes exactly the same number of calls.
             flag.fill_(1.0 if (stop and ctx.rank == 0) else 0.0)
             dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=ctx.control_group)
-            synchronize(ctx.device)
             return flag.item() > 0
 
         warm_start = _perf_counter()
-        warmup = 0
-        while not agreed_stop(warmup >= 10 * cfg["warmup_iterations"] + 50 or (
-                warmup >= cfg["warmup_iterations"] and _perf_counter() - warm_start >= cfg["warmup_time_s"])):
-            self.call(copies[warmup % len(copies)])
-            warmup += 1
-        count = len(copies)
-        copies.clear()  # free the warm-up sets before making the timed ones
-        copies.extend(self.inputs(call_seed(seed, n)) for n in range(count))
-        synchronize(ctx.device)
+        while not agreed_stop(session.calls >= cfg["warmup_iterations"]
+                              and _perf_counter() - warm_start >= cfg["warmup_time_s"]):
+            session.block(1)
+        warmup = session.calls
         times: list[float] = []
         gaps: list[float] = []
         started = _perf_counter()
-        checked: dict[int, tuple[int, list[torch.Tensor]]] = {}  # slot -> (call, its outputs, cloned)
-        while True:
-            elapsed = _perf_counter() - started
-            n = len(times)
-            if agreed_stop(n >= cfg["max_iterations"] or elapsed >= cfg["max_time_s"] or (
-                    n >= cfg["min_iterations"] and elapsed >= cfg["min_time_s"])):
-                break
-            inputs = copies[n % count]
-            if ctx.device.type == "cuda":
-                start, end, after_sync = _CudaEvent(enable_timing=True), _CudaEvent(enable_timing=True), _CudaEvent(enable_timing=True)
-                start.record()
-                result = self.call(inputs)
-                end.record()
-                _cuda_synchronize(ctx.device)
-                after_sync.record()
-                after_sync.synchronize()
-                times.append(start.elapsed_time(end))
-                gaps.append(end.elapsed_time(after_sync))
-            else:
-                call_start = _perf_counter()
-                result = self.call(inputs)
-                times.append((_perf_counter() - call_start) * 1e3)
-                gaps.append(0.0)
-            outputs = as_output_list(result, self.side)
-            if n % count < CHECKED_COPIES:
-                # Cloned: a candidate may return a buffer it reuses.
-                checked[n % count] = (n, [t.detach().clone() for t in outputs])
-            copies[n % count] = self.inputs(call_seed(seed, n + count))
-        if not ctx.fingerprints_only:
-            for call, kept in checked.values():
-                save_outputs(kept, ctx.out_dir / f"task{self.task['task']}_timed{call}_rank{ctx.rank}.pt")
+        while not agreed_stop(len(times) >= cfg["max_iterations"] or _perf_counter() - started >= cfg["max_time_s"]
+                              or (len(times) >= cfg["min_iterations"] and _perf_counter() - started >= cfg["min_time_s"])):
+            elapsed, gap = session.block(1)
+            times += elapsed
+            gaps += gap
         ctx.channel.send(TIMES, task=self.task["task"], times_ms=times, gap_ms=gaps,
-                         copies=len(copies), warmup=warmup)
+                         copies=session.count, warmup=warmup)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from typing import Any, Literal, Optional, TypedDict
 
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"
 
 
 class FailureClass(str, enum.Enum):
@@ -105,15 +105,42 @@ class Roofline(TypedDict):
     flops_rate_tflops: float
 
 
+class Interval(TypedDict):
+    low: float
+    high: float
+    level: float  # 0.95
+    method: str
+
+
+class Round(TypedDict):
+    candidate_ms: float  # the block's median over calls of the slowest rank's time
+    reference_ms: float
+    ratio: float  # reference_ms / candidate_ms
+
+
+class Stop(TypedDict):
+    reason: Literal["converged", "time_cap", "round_cap"]
+    rounds: int
+    seconds: float  # spent in rounds (warm-up excluded)
+    half_width: float  # of the interval, as a share of the speedup
+    target_half_width: float
+
+
 class Timing(TypedDict):
     device: Literal["cuda", "cpu"]  # CPU timings are never compared with GPU ones
     method: str
     input_copies: int
-    warmup_iterations: int
-    reference: SideTiming
+    warmup_iterations: int  # the candidate's warm-up calls
+    reference: SideTiming  # pooled over every round's block
     candidate: SideTiming
-    speedup: float  # reference median / candidate median, both from this evaluation
+    speedup: float  # the median of the per-round ratios (1.3; before: ratio of the two medians)
     roofline: Optional[Roofline]
+    interval: Interval  # from 1.3 on
+    rounds: list[Round]
+    block_calls: dict[str, int]  # calls per block: {"candidate": n, "reference": m}
+    stop: Stop
+    clocks: Optional[dict[str, Any]]  # GPU clocks before and after the rounds; None on CPU
+    pinning: Optional[dict[str, list[int]]]  # rank -> CPU cores (both sides alike); None: not pinned
 
 
 class ProblemRef(TypedDict):

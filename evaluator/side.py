@@ -22,6 +22,10 @@ class RankState:
     returncode: Optional[int] = None
     started: bool = False
     timing: bool = False  # inside the timed phase, which has a limit of its own
+    command_fd: Optional[int] = None  # our end of the rank's command pipe (driven timing)
+    waiting: bool = False  # idle until our next command: never stalled
+    deadline: Optional[float] = None  # when the command it is working on must be answered
+    timing_announced: bool = False  # its driven timed phase was reported as progress
     finished: bool = False
     labels: list[str] = field(default_factory=list)  # "task:step" of every completed step
     last_progress: float = field(default_factory=time.monotonic)
@@ -39,6 +43,7 @@ class SideResult:
     steps: dict[int, list[str]] = field(default_factory=dict)  # rank -> "task:step" labels completed
     fingerprints: dict[tuple[int, str, int], list[dict[str, Any]]] = field(default_factory=dict)
     confined: bool = False
+    blocks: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict)  # (block, rank) -> TIMES
 
     @property
     def ok(self) -> bool:

@@ -1,0 +1,222 @@
+"""Paired timing: both sides' ranks alive at once, timed in alternating rounds under our control.
+
+The measured quantity is the ratio. A round is one block of calls on each side, back to back,
+in ABBA order (candidate first in even rounds, reference first in odd ones) so that a drift in
+clocks or load weighs on both alike; its ratio is reference block time / candidate block time,
+each the median over the block's calls of the slowest rank's time. The speedup is the median of
+the per-round ratios, with a bootstrap 95% interval; rounds are added until the interval's
+half-width is within the target or a cap is hit, and the report says which.
+
+Everything that decides what is measured (how many calls, when to stop, which calls are checked)
+happens here, in the parent; the ranks only answer commands (rank_timing.py).
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from .config import TimingConfig
+from .launcher import SideRun
+from .report import Failure, FailureClass, make_failure
+from .stats import median_interval, slowest_rank_per_iteration
+
+RESAMPLES = 2000
+
+
+@dataclass
+class Block:
+    calls: int
+    per_rank_ms: list[list[float]]
+    gaps_ms: list[list[float]]
+
+    @property
+    def iterations_ms(self) -> list[float]:
+        return slowest_rank_per_iteration(self.per_rank_ms)
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.iterations_ms)
+
+
+@dataclass
+class SideBlocks:
+    """What one side ran: warm-up calls, then the blocks of the rounds."""
+
+    run: SideRun
+    name: str
+    calls: int = 0  # every call made, warm-up included: call numbers are global
+    warmup_calls: int = 0
+    copies: int = 0
+    per_call_ms: float = 0.0
+    counted: list[Block] = field(default_factory=list)
+
+
+@dataclass
+class PairedTiming:
+    rounds: list[dict[str, float]]
+    speedup: float
+    interval: tuple[float, float]
+    stop_reason: str
+    seconds: float
+    candidate: SideBlocks
+    reference: SideBlocks
+
+    def half_width(self) -> float:
+        return (self.interval[1] - self.interval[0]) / 2 / self.speedup
+
+
+class DrivenFailure(Exception):
+    def __init__(self, side: str, failure: Failure) -> None:
+        super().__init__(failure["message"])
+        self.side = side
+        self.failure = failure
+
+
+class PairedTimer:
+    def __init__(self, candidate: SideRun, reference: SideRun, cfg: TimingConfig, *,
+                 step_s: float, on_round: Optional[Callable[[int, float], None]] = None) -> None:
+        self.cand = SideBlocks(candidate, "candidate")
+        self.ref = SideBlocks(reference, "reference")
+        self.cfg = cfg
+        self.step_s = step_s  # the longest a single call may take before it counts as hung
+        self.on_round = on_round
+        self.block_id = 0
+
+    # -- waiting on the sides -------------------------------------------------------------
+    def _check(self, side: SideBlocks, timeout: float) -> None:
+        failure = side.run.poll(timeout)
+        if failure is not None:
+            raise DrivenFailure(side.name, failure)
+
+    def wait_ready(self, side: SideBlocks) -> None:
+        """Until every rank of ``side`` waits for a command; the other side is watched meanwhile."""
+        other = self.ref if side is self.cand else self.cand
+        while not side.run.waiting():
+            self._check(side, 0.05)
+            self._check(other, 0)
+
+    # -- one block --------------------------------------------------------------------------
+    def block(self, side: SideBlocks, calls: int) -> Block:
+        self.block_id += 1
+        block_id = self.block_id
+        expected_s = calls * side.per_call_ms / 1e3
+        side.run.command({"cmd": "block", "calls": calls, "block": block_id},
+                         within_s=self.step_s + 20 * expected_s)
+        self.wait_ready(side)
+        ranks = len(side.run.ranks)
+        events = [side.run.blocks.get((block_id, rank)) for rank in range(ranks)]
+        if any(e is None or len(e.get("times_ms") or []) != calls or e.get("first_call") != side.calls
+               for e in events):
+            raise DrivenFailure(side.name, make_failure(
+                FailureClass.PROTOCOL_VIOLATION,
+                f"the {side.name}'s ranks did not report the {calls} calls of timed block {block_id} "
+                "as the harness sends them"))
+        side.calls += calls
+        side.copies = int(events[0].get("copies") or 0)  # type: ignore[union-attr]
+        return Block(calls, [list(map(float, e["times_ms"])) for e in events],  # type: ignore[index]
+                     [list(map(float, e.get("gap_ms") or [])) for e in events])  # type: ignore[union-attr]
+
+    def warm_up(self) -> None:
+        """Blocks of doubling size, alternating sides, until each has run its minimum calls for its
+        minimum time: clocks ramp up, caches and allocators settle, and we learn a call's cost."""
+        started = {id(self.cand): time.monotonic(), id(self.ref): time.monotonic()}
+        size = {id(self.cand): 1, id(self.ref): 1}
+        spent = {id(self.cand): 0.0, id(self.ref): 0.0}
+        pending = [self.cand, self.ref]
+        while pending:
+            for side in list(pending):
+                began = time.monotonic()
+                block = self.block(side, size[id(side)])
+                spent[id(side)] += time.monotonic() - began
+                side.per_call_ms = block.median_ms
+                size[id(side)] = min(size[id(side)] * 2, self.cfg.max_block_calls)
+                if side.calls >= self.cfg.warmup_iterations and spent[id(side)] >= self.cfg.warmup_time_s:
+                    pending.remove(side)
+                elif time.monotonic() - started[id(side)] > 10 * max(self.cfg.warmup_time_s, 1.0):
+                    pending.remove(side)  # a very slow call: the warm-up has had its time
+        for side in (self.cand, self.ref):
+            side.warmup_calls = side.calls
+
+    def block_calls(self) -> int:
+        """Calls per block, the same on both sides (a block's median then has the same meaning on
+        both), enough that the slower side's block lasts about ``block_time_s``."""
+        slower = max(self.cand.per_call_ms, self.ref.per_call_ms, 1e-6)
+        wanted = math.ceil(self.cfg.block_time_s * 1e3 / slower)
+        return max(self.cfg.min_block_calls, min(self.cfg.max_block_calls, wanted))
+
+    # -- the rounds -------------------------------------------------------------------------
+    def run(self) -> PairedTiming:
+        self.wait_ready(self.cand)
+        self.wait_ready(self.ref)
+        self.warm_up()
+        calls = self.block_calls()
+        rounds: list[dict[str, float]] = []
+        started = time.monotonic()
+        reason = "round_cap"
+        interval = (0.0, 0.0)
+        while len(rounds) < self.cfg.max_rounds:
+            order = (self.cand, self.ref) if len(rounds) % 2 == 0 else (self.ref, self.cand)
+            blocks = {}
+            for side in order:
+                blocks[id(side)] = self.block(side, calls)
+                side.counted.append(blocks[id(side)])
+            cand_ms, ref_ms = blocks[id(self.cand)].median_ms, blocks[id(self.ref)].median_ms
+            rounds.append({"candidate_ms": cand_ms, "reference_ms": ref_ms, "ratio": ref_ms / cand_ms})
+            if self.on_round is not None:
+                self.on_round(len(rounds), rounds[-1]["ratio"])
+            if len(rounds) >= self.cfg.min_rounds:
+                ratios = [r["ratio"] for r in rounds]
+                median = statistics.median(ratios)
+                interval = median_interval(ratios, resamples=RESAMPLES // 2)
+                if (interval[1] - interval[0]) / 2 <= self.cfg.target_half_width * median:
+                    reason = "converged"
+                    break
+            if time.monotonic() - started >= self.cfg.max_time_s:
+                reason = "time_cap"
+                break
+        ratios = [r["ratio"] for r in rounds]
+        return PairedTiming(rounds=rounds, speedup=statistics.median(ratios),
+                            interval=median_interval(ratios, resamples=RESAMPLES), stop_reason=reason,
+                            seconds=time.monotonic() - started, candidate=self.cand, reference=self.ref)
+
+    # -- the end ----------------------------------------------------------------------------
+    def kept_calls(self, slots: list[int]) -> list[int]:
+        """The candidate's latest call in each of ``slots``: the ones it saved."""
+        total, count = self.cand.calls, self.cand.copies
+        calls = []
+        for slot in slots:
+            if slot < total:
+                calls.append(slot + (total - 1 - slot) // count * count)
+        return sorted(calls)
+
+    def secret_slots(self, checked: int) -> list[int]:
+        """Which slots' latest calls are checked: drawn here, when timing is over, in secret."""
+        slots = list(range(max(self.cand.copies, 1)))
+        chosen = []
+        while slots and len(chosen) < checked:
+            chosen.append(slots.pop(secrets.randbelow(len(slots))))
+        return sorted(chosen)
+
+
+def side_iterations(side: SideBlocks) -> tuple[list[float], list[float], list[float]]:
+    """Counted iterations (slowest rank each), per-rank medians, and every rank's gaps."""
+    iterations = [t for block in side.counted for t in block.iterations_ms]
+    ranks = len(side.counted[0].per_rank_ms) if side.counted else 0
+    per_rank = [statistics.median([t for block in side.counted for t in block.per_rank_ms[r]])
+                for r in range(ranks)]
+    gaps = [g for block in side.counted for rank in block.gaps_ms for g in rank]
+    return iterations, per_rank, gaps
+
+
+def wait_finished(run: SideRun) -> Optional[Failure]:
+    """Until every rank of ``run`` said done and exited, or it failed."""
+    while not run.finished():
+        failure = run.poll(0.1)
+        if failure is not None:
+            return failure
+    return None
