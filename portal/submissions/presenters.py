@@ -41,6 +41,7 @@ def report_view(sub: Submission) -> dict[str, Any] | None:
         "stop_reason": reports.STOP_REASONS.get(reports.text(report, "timing", "stop", "reason"),
                                                 reports.text(report, "timing", "stop", "reason")),
         "rounds": _rounds_chart(report, timing, span),
+        "round_rows": [{"round": i, **r} for i, r in enumerate(reports.rounds(report), 1)],
         "clocks": reports.mapping(report, "timing", "clocks") or None,
         "clocks_moved": reports.clocks_moved(report),
         "clock_sides": [(side, c) for side in ("candidate", "reference")
@@ -82,8 +83,7 @@ def _rounds_chart(report: dict[str, Any], timing: dict[str, Any],
             "reference_ms": [r["reference_ms"] for r in rounds],
             "median": timing.get("speedup"),
             "low": span.low if span else None, "high": span.high if span else None,
-            "level": span.level if span else None,
-            "rows": [{"round": i, **r} for i, r in enumerate(rounds, 1)]}
+            "level": span.level if span else None}
 
 
 def _rank_timings(timing: dict[str, Any]) -> dict[str, Any] | None:

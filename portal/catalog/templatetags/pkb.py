@@ -28,7 +28,7 @@ def speedup(value: Any, low: Any = None, high: Any = None, note: str = "") -> st
     marked as such where ``note`` says why (a baseline row has neither)."""
     if value is None:
         return ""
-    if low is not None and high is not None:
+    if low not in (None, "") and high not in (None, ""):  # "": a missing attribute in a template
         span = format_html('<span class="interval">({}–{})</span>', f"{float(low):.2f}", f"{float(high):.2f}")
         if not note:
             return format_html('<span class="speedup">{} {}</span>', ratio(value), span)
