@@ -2,7 +2,8 @@
 
 Reports are checked against evaluator/report.schema.json where workers hand them in
 (``schema_error``); stored ones may be older (schema 1.0 to 1.2: no interval, rounds, stop or
-clocks in ``timing``), so every reader here tolerates missing keys. The rest of the portal reads reports through these functions only.
+clocks in ``timing``), so every reader here tolerates missing keys. The rest of the portal reads
+reports through these functions only.
 """
 
 from __future__ import annotations
@@ -101,7 +102,8 @@ POINT_NOTE = ("Point estimate: this report (schema 1.2 or older) has no interval
 
 def interval(report: Any) -> Interval | None:
     """The speedup's interval, or None where the report has none (before schema 1.3)."""
-    low, high = _num(_get(report, "timing", "interval", "low")), _num(_get(report, "timing", "interval", "high"))
+    low = _num(_get(report, "timing", "interval", "low"))
+    high = _num(_get(report, "timing", "interval", "high"))
     if low is None or high is None:
         return None
     stop = mapping(report, "timing", "stop")

@@ -34,8 +34,8 @@ def speedup(value: Any, low: Any = None, high: Any = None, note: str = "") -> st
             return format_html('<span class="speedup">{} {}</span>', ratio(value), span)
         return format_html('<span class="speedup" title="{}">{} {}</span>', note, ratio(value), span)
     if note:
-        return format_html('<span class="speedup point" title="{}">{} <small class="muted">no interval</small></span>',
-                           note, ratio(value))
+        return format_html('<span class="speedup point" title="{}">{} '
+                           '<small class="muted">no interval</small></span>', note, ratio(value))
     return ratio(value)
 
 
