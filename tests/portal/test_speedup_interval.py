@@ -15,7 +15,7 @@ from django.test import Client
 from django.utils import timezone
 
 from portal.submissions.importing import import_report, import_results
-from portal.submissions.lifecycle import record_report
+from portal.submissions.lifecycle import apply_report, record_report
 from portal.submissions.models import AIModel, Submission
 
 from .conftest import with_interval
@@ -32,8 +32,6 @@ def finished(report: dict[str, Any], all_reduce: Any, hardware: Any, owner: Any,
                      problem_version=all_reduce.current_version(), hardware=hardware, backend="cuda",
                      world_size=2, size="small", source="x", source_sha256="0" * 64,
                      status="finished", finished_at=timezone.now())
-    from portal.submissions.lifecycle import apply_report
-
     apply_report(sub, {**report, "problem": {**report["problem"],
                                              "version": all_reduce.current_version().version}})
     sub.save()
