@@ -116,8 +116,8 @@ class SubmissionSerializer(serializers.ModelSerializer):
         fields = ["id", "url", "user", "model", "provider", "attempt", "problem", "problem_version",
                   "hardware", "backend", "world_size", "size", "dtype", "origin", "status",
                   "status_reason", "progress", "queue_position", "verdict", "failure_class", "speedup",
-                  "candidate_ms", "reference_ms", "roofline_fraction", "created_at", "started_at",
-                  "compiling_at", "running_at", "finished_at", "source_sha256"]
+                  "speedup_low", "speedup_high", "candidate_ms", "reference_ms", "roofline_fraction",
+                  "created_at", "started_at", "compiling_at", "running_at", "finished_at", "source_sha256"]
 
     def get_url(self, obj: Submission) -> str:
         return f"/api/v1/submissions/{obj.pk}/"

@@ -25,6 +25,9 @@ class Attempt:
     speedup: float | None = None
     roofline_fraction: float | None = None
     failure_class: str = ""
+    speedup_low: float | None = None  # the interval's ends (reports of schema 1.3 on), else None
+    speedup_high: float | None = None
+    submission: int | None = None
 
 
 @dataclass
@@ -42,6 +45,8 @@ class ModelScore:
     by_category: dict[str, dict[str, float]] = field(default_factory=dict)
     failures: dict[str, int] = field(default_factory=dict)
     best: dict[str, Attempt] = field(default_factory=dict)
+    fastest: dict[str, Attempt] = field(default_factory=dict)  # what fast_p counts, per problem
+    point_estimates: int = 0  # solved problems whose fastest attempt has no interval
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -59,24 +64,41 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
+def credited_speedup(attempt: Attempt) -> float | None:
+    """The speedup fast_p credits: the interval's lower end; the point speedup where a report
+    (schema 1.2 or older) has no interval."""
+    return attempt.speedup_low if attempt.speedup_low is not None else attempt.speedup
+
+
 def is_fast(attempt: Attempt, p: float) -> bool:
-    """Correct and faster than p times the reference (p = 0: correct)."""
+    """Correct and faster than p times the reference (p = 0: correct): for p > 0 the interval's
+    lower end must be above p; without an interval, the point speedup."""
     if not attempt.correct:
         return False
     if p == 0:
         return True
-    return attempt.speedup is not None and attempt.speedup > p
+    credited = credited_speedup(attempt)
+    return credited is not None and credited > p
 
 
 def best_correct(attempts: Iterable[Attempt]) -> Attempt | None:
+    """The correct attempt with the highest (point) speedup: the one shown."""
     correct = [a for a in attempts if a.correct]
     return max(correct, key=lambda a: a.speedup or 0.0) if correct else None
 
 
-def fast_p_share(best: Mapping[str, Attempt], n_problems: int, p: float) -> float:
+def fastest_correct(attempts: Iterable[Attempt]) -> Attempt | None:
+    """The correct attempt with the highest credited speedup: the one fast_p counts, so a lucky
+    wide interval never hides a narrower one that clears p."""
+    correct = [a for a in attempts if a.correct]
+    return max(correct, key=lambda a: credited_speedup(a) or 0.0) if correct else None
+
+
+def fast_p_share(fastest: Mapping[str, Attempt], n_problems: int, p: float) -> float:
+    """``fastest``: problem -> the attempt fast_p counts (``fastest_correct``)."""
     if n_problems == 0:
         return 0.0
-    return sum(is_fast(a, p) for a in best.values()) / n_problems
+    return sum(is_fast(a, p) for a in fastest.values()) / n_problems
 
 
 def geomean(values: Sequence[float]) -> float | None:
@@ -98,6 +120,7 @@ def score_model(model: str, attempts: Sequence[Attempt],
         if a.model == model and a.problem in problems:
             by_problem[a.problem].append(a)
     best = {slug: b for slug, tries in by_problem.items() if (b := best_correct(tries))}
+    fastest = {slug: f for slug, tries in by_problem.items() if (f := fastest_correct(tries))}
     n = len(problems)
 
     def mean_at(k: int, p: float) -> float:
@@ -108,32 +131,33 @@ def score_model(model: str, attempts: Sequence[Attempt],
     return ModelScore(
         model=model, problems=n, attempted=len(by_problem),
         attempts=sum(len(t) for t in by_problem.values()), correct=len(best),
-        fast_p={p: fast_p_share(best, n, p) for p in FAST_P},
+        fast_p={p: fast_p_share(fastest, n, p) for p in FAST_P},
         pass_at={k: mean_at(k, 0.0) for k in KS}, fast1_at={k: mean_at(k, 1.0) for k in KS},
         geomean_speedup=geomean([b.speedup for b in best.values() if b.speedup]),
         mean_roofline_fraction=sum(fractions) / len(fractions) if fractions else None,
-        by_category=_by_category(best, problems),
+        by_category=_by_category(fastest, problems),
         failures=dict(Counter(outcome(a) for t in by_problem.values() for a in t)),
-        best=best,
+        best=best, fastest=fastest,
+        point_estimates=sum(f.speedup_low is None for f in fastest.values()),
     )
 
 
-def _by_category(best: Mapping[str, Attempt],
+def _by_category(fastest: Mapping[str, Attempt],
                  problems: Mapping[str, Sequence[str]]) -> dict[str, dict[str, float]]:
     table: dict[str, dict[str, float]] = defaultdict(lambda: {"problems": 0, "correct": 0, "fast_1": 0})
     for slug, categories in problems.items():
         for category in categories:
             row = table[category]
             row["problems"] += 1
-            if slug in best:
+            if slug in fastest:
                 row["correct"] += 1
-                row["fast_1"] += is_fast(best[slug], 1.0)
+                row["fast_1"] += is_fast(fastest[slug], 1.0)
     return {k: dict(v) for k, v in sorted(table.items())}
 
 
-def fast_p_curve(best: Mapping[str, Attempt], n_problems: int,
+def fast_p_curve(fastest: Mapping[str, Attempt], n_problems: int,
                  ps: Sequence[float]) -> list[float]:
-    return [fast_p_share(best, n_problems, p) for p in ps]
+    return [fast_p_share(fastest, n_problems, p) for p in ps]
 
 
 def curve_grid(max_speedup: float, step: float = 0.05) -> list[float]:

@@ -8,7 +8,7 @@ from typing import Any
 
 from portal.catalog.models import Hardware, Problem, ProblemVersion, ReferenceTiming
 from portal.lib import reports
-from portal.lib.tables import Column, Table
+from portal.lib.tables import Column, Table, speedup_columns
 from portal.submissions.models import Submission
 
 from . import metrics
@@ -46,7 +46,8 @@ def track(hardware: Hardware) -> Track:
             continue
         attempts.append(Attempt(model=sub.model.name, problem=slug, correct=sub.is_correct,
                                 speedup=sub.speedup, roofline_fraction=sub.roofline_fraction,
-                                failure_class=sub.failure_class))
+                                failure_class=sub.failure_class, speedup_low=sub.speedup_low,
+                                speedup_high=sub.speedup_high, submission=sub.pk))
         subs[sub.pk] = sub
     return Track(hardware, problems, attempts, subs)
 
@@ -61,6 +62,14 @@ def _pct(p: float) -> str:
     return f"{p:g}".replace(".", "_")
 
 
+def speedup_cells(key: str, speedup: float | None, low: float | None, high: float | None,
+                  report: Any) -> dict[str, Any]:
+    """The row values of ``speedup_columns(key, ...)``, with the tooltip that says what they are."""
+    span = reports.interval(report)
+    return {key: speedup, f"{key}_low": low, f"{key}_high": high,
+            f"{key}_note": span.note if span else reports.POINT_NOTE}
+
+
 def model_table(t: Track, ranked: list[ModelScore]) -> Table:
     columns = [Column("model", "Model"), Column("attempts", "Attempts", "int"),
                Column("correct", "Correct", "int"), Column("problems", "Problems", "int")]
@@ -68,12 +77,14 @@ def model_table(t: Track, ranked: list[ModelScore]) -> Table:
     columns += [Column(f"pass_at_{k}", f"pass@{k}", "pct") for k in KS]
     columns += [Column(f"fast_1_at_{k}", f"fast_1@{k}", "pct") for k in KS]
     columns += [Column("geomean_speedup", "Geo-mean speedup", "ratio"),
-                Column("mean_roofline_fraction", "Mean roofline fraction", "pct")]
+                Column("mean_roofline_fraction", "Mean roofline fraction", "pct"),
+                Column("point_estimates", "Solved without interval", "int")]
     rows = []
     for s in ranked:
         row: dict[str, Any] = {"model": s.model, "attempts": s.attempts, "correct": s.correct,
                                "problems": s.problems, "geomean_speedup": s.geomean_speedup,
-                               "mean_roofline_fraction": s.mean_roofline_fraction}
+                               "mean_roofline_fraction": s.mean_roofline_fraction,
+                               "point_estimates": s.point_estimates}
         row.update({f"fast_{_pct(p)}": v for p, v in s.fast_p.items()})
         row.update({f"pass_at_{k}": v for k, v in s.pass_at.items()})
         row.update({f"fast_1_at_{k}": v for k, v in s.fast1_at.items()})
@@ -98,13 +109,15 @@ def failure_table(ranked: list[ModelScore]) -> Table:
 
 
 def per_problem_table(t: Track, ranked: list[ModelScore]) -> Table:
-    columns = [Column("problem", "Problem")] + [Column(s.model, s.model, "ratio") for s in ranked]
+    columns = [Column("problem", "Problem")]
+    columns += [c for s in ranked for c in speedup_columns(s.model, s.model)]
     rows = []
     for slug in sorted(t.problems):
         row: dict[str, Any] = {"problem": slug}
         for s in ranked:
-            best = s.best.get(slug)
-            row[s.model] = (best.speedup if best and best.speedup is not None else None)
+            if (best := s.best.get(slug)) is not None and best.speedup is not None:
+                report = t.submissions[best.submission].report if best.submission in t.submissions else None
+                row.update(speedup_cells(s.model, best.speedup, best.speedup_low, best.speedup_high, report))
         rows.append(row)
     return Table("per_problem", "Best correct speedup per problem", columns, rows)
 
@@ -115,9 +128,12 @@ def comparison_charts(t: Track, ranked: list[ModelScore]) -> dict[str, Any]:
     n = len(t.problems)
     failures = failure_table(ranked)
     return {
-        "fast_p": {"p": grid, "series": {s.model: metrics.fast_p_curve(s.best, n, grid)
+        "fast_p": {"p": grid, "series": {s.model: metrics.fast_p_curve(s.fastest, n, grid)
                                          for s in ranked}},
         "speedups": {s.model: {slug: b.speedup for slug, b in s.best.items()} for s in ranked},
+        "intervals": {s.model: {slug: [b.speedup_low, b.speedup_high] for slug, b in s.best.items()
+                                if b.speedup_low is not None and b.speedup_high is not None}
+                      for s in ranked},
         "categories": {s.model: {c: v["fast_1"] / v["problems"] if v["problems"] else 0
                                  for c, v in s.by_category.items()} for s in ranked},
         "categories_correct": {s.model: {c: v["correct"] / v["problems"] if v["problems"] else 0
@@ -181,7 +197,7 @@ def problem_board(version: ProblemVersion, hardware: Hardware) -> ProblemBoard:
             best[sub.model.name] = sub
     base = baseline(version, hardware, world_size)
     columns = [Column("rank", "#", "int"), Column("model", "Model"),
-               Column("speedup", "Speedup", "ratio"), Column("time_ms", "Median ms", "float"),
+               *speedup_columns("speedup", "Speedup"), Column("time_ms", "Median ms", "float"),
                Column("p10_ms", "p10 ms", "float"), Column("p90_ms", "p90 ms", "float"),
                Column("roofline_fraction", "Roofline fraction", "pct"),
                Column("backend", "Backend"), Column("date", "Date", "date"),
@@ -196,7 +212,8 @@ def problem_board(version: ProblemVersion, hardware: Hardware) -> ProblemBoard:
     ordered = sorted(best.values(), key=lambda s: -(s.speedup or 0))
     for rank, sub in enumerate(ordered, 1):
         cand = reports.side_timing(sub.report, "candidate")
-        rows.append({"rank": rank, "model": sub.model.name, "speedup": sub.speedup,
+        rows.append({"rank": rank, "model": sub.model.name,
+                     **speedup_cells("speedup", sub.speedup, sub.speedup_low, sub.speedup_high, sub.report),
                      "time_ms": sub.candidate_ms, "p10_ms": cand.get("p10_ms"),
                      "p90_ms": cand.get("p90_ms"), "roofline_fraction": sub.roofline_fraction,
                      "backend": sub.backend, "date": sub.finished_at, "submission": sub.pk})

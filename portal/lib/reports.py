@@ -1,8 +1,9 @@
 """The portal's one reader of the evaluator's report (evaluator/report.py).
 
 Reports are checked against evaluator/report.schema.json where workers hand them in
-(``schema_error``); stored ones may be older (schema 1.0, 1.1), so every reader here tolerates
-missing keys. The rest of the portal reads reports through these functions only.
+(``schema_error``); stored ones may be older (schema 1.0 to 1.2: no interval, rounds, stop or
+clocks in ``timing``), so every reader here tolerates missing keys. The rest of the portal reads
+reports through these functions only.
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ class Summary:
     failure_class: str
     failure_message: str
     speedup: float | None
+    speedup_low: float | None  # the interval of the speedup (schema 1.3); None before
+    speedup_high: float | None
+    stop_reason: str  # why the timing stopped: converged, time_cap, round_cap; "" before 1.3
+    clocks_moved: bool
     candidate_ms: float | None
     reference_ms: float | None
     roofline_fraction: float | None
@@ -43,11 +48,16 @@ def _num(value: Any) -> float | None:
 def summarize(report: Mapping[str, Any]) -> Summary:
     verdict = report.get("verdict") if report.get("verdict") in ("pass", "fail") else ""
     failure = report.get("failure") or {}
+    span = interval(report)
     return Summary(
         verdict=str(verdict),
         failure_class=str(_get(failure, "failure_class") or ""),
         failure_message=str(_get(failure, "message") or "")[:2000],
         speedup=_num(_get(report, "timing", "speedup")),
+        speedup_low=span.low if span else None,
+        speedup_high=span.high if span else None,
+        stop_reason=span.stop_reason if span else "",
+        clocks_moved=clocks_moved(report),
         candidate_ms=_num(_get(report, "timing", "candidate", "median_ms")),
         reference_ms=_num(_get(report, "timing", "reference", "median_ms")),
         roofline_fraction=_num(_get(report, "timing", "candidate", "roofline_fraction")),
@@ -55,6 +65,67 @@ def summarize(report: Mapping[str, Any]) -> Summary:
         roofline_ms=_num(_get(report, "timing", "roofline", "time_ms")),
         device=str(_get(report, "setting", "device") or _get(report, "timing", "device") or ""),
     )
+
+
+STOP_REASONS = {"converged": "the interval converged", "time_cap": "the time cap was reached",
+                "round_cap": "the round cap was reached"}
+
+
+@dataclass(frozen=True)
+class Interval:
+    """The speedup's interval and how the timing got it (schema 1.3 ``timing``)."""
+
+    low: float
+    high: float
+    level: float | None
+    method: str
+    rounds: int | None
+    stop_reason: str
+    seconds: float | None
+
+    @property
+    def note(self) -> str:
+        """What the interval is, in one line (for tooltips)."""
+        level = f"{self.level:.0%} " if self.level is not None else ""
+        method = f" ({self.method})" if self.method else ""
+        over = f" over {self.rounds} alternating rounds" if self.rounds else ""
+        after = f" after {self.seconds:.1f} s" if self.seconds is not None else ""
+        why = STOP_REASONS.get(self.stop_reason, self.stop_reason)
+        stopped = f"; stopped{after}: {why}" if why else ""
+        return (f"{level}interval {self.low:.3f}-{self.high:.3f}{method}{over}{stopped}. fast_p "
+                f"counts it faster than p only for p < {self.low:.3f}.")
+
+
+POINT_NOTE = ("Point estimate: this report (schema 1.2 or older) has no interval; fast_p counts "
+              "it by this speedup.")
+
+
+def interval(report: Any) -> Interval | None:
+    """The speedup's interval, or None where the report has none (before schema 1.3)."""
+    low = _num(_get(report, "timing", "interval", "low"))
+    high = _num(_get(report, "timing", "interval", "high"))
+    if low is None or high is None:
+        return None
+    stop = mapping(report, "timing", "stop")
+    n = _num(stop.get("rounds"))
+    return Interval(low=low, high=high, level=_num(_get(report, "timing", "interval", "level")),
+                    method=text(report, "timing", "interval", "method"),
+                    rounds=int(n) if n is not None else (len(rounds(report)) or None),
+                    stop_reason=str(stop.get("reason") or ""), seconds=_num(stop.get("seconds")))
+
+
+def rounds(report: Any) -> list[dict[str, float | None]]:
+    """``[{candidate_ms, reference_ms, ratio}]`` per alternating round, in order; [] before 1.3."""
+    value = _get(report, "timing", "rounds")
+    if not isinstance(value, list):
+        return []
+    return [{k: _num(r.get(k)) for k in ("candidate_ms", "reference_ms", "ratio")}
+            for r in value if isinstance(r, Mapping)]
+
+
+def clocks_moved(report: Any) -> bool:
+    """Only an explicit true counts: reports before 1.3, and hosts that cannot read clocks, say null."""
+    return _get(report, "timing", "clocks", "moved") is True
 
 
 @functools.lru_cache(maxsize=1)

@@ -12,7 +12,17 @@ from typing import Any
 class Column:
     key: str
     label: str
-    kind: str = "text"  # text, int, float, pct, ratio, date, link
+    kind: str = "text"  # text, int, float, pct, ratio, speedup, date, link
+    page: bool = True  # False: in exports only (a speedup cell shows its interval's ends itself)
+
+
+def speedup_columns(key: str, label: str) -> list[Column]:
+    """A speedup and its interval's ends: one cell on pages, three columns in exports.
+
+    The rows carry ``key``, ``key_low``, ``key_high`` and ``key_note`` (the tooltip; pages only).
+    """
+    return [Column(key, label, "speedup"), Column(f"{key}_low", f"{label} low", "ratio", page=False),
+            Column(f"{key}_high", f"{label} high", "ratio", page=False)]
 
 
 @dataclass
@@ -21,6 +31,10 @@ class Table:
     title: str
     columns: list[Column]
     rows: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def page_columns(self) -> list[Column]:
+        return [c for c in self.columns if c.page]
 
     def as_json(self) -> dict[str, Any]:
         return {"name": self.name, "title": self.title,

@@ -92,6 +92,8 @@ def apply_report(sub: Submission, report: Mapping[str, Any]) -> None:
     sub.verdict = summary.verdict
     sub.failure_class = summary.failure_class if summary.verdict == "fail" else ""
     sub.speedup = summary.speedup
+    sub.speedup_low = summary.speedup_low
+    sub.speedup_high = summary.speedup_high
     sub.candidate_ms = summary.candidate_ms
     sub.reference_ms = summary.reference_ms
     sub.roofline_fraction = summary.roofline_fraction

@@ -84,6 +84,10 @@ class Submission(models.Model):
     verdict = models.CharField(max_length=10, blank=True)
     failure_class = models.CharField(max_length=40, blank=True)
     speedup = models.FloatField(null=True, blank=True)
+    speedup_low = models.FloatField(null=True, blank=True,
+                                    help_text="the speedup interval's lower end (reports of schema 1.3 on)")
+    speedup_high = models.FloatField(null=True, blank=True,
+                                     help_text="the speedup interval's upper end (reports of schema 1.3 on)")
     candidate_ms = models.FloatField(null=True, blank=True)
     reference_ms = models.FloatField(null=True, blank=True)
     roofline_fraction = models.FloatField(null=True, blank=True)

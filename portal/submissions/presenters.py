@@ -17,6 +17,7 @@ def status_payload(sub: Submission) -> dict[str, Any]:
         "progress": sub.progress if sub.is_pending else "",
         "queue_position": sub.queue_position(), "verdict": sub.verdict,
         "failure_class": sub.failure_class, "speedup": sub.speedup,
+        "speedup_low": sub.speedup_low, "speedup_high": sub.speedup_high,
         "created_at": sub.created_at.isoformat(),
         "started_at": sub.started_at.isoformat() if sub.started_at else None,
         "finished_at": sub.finished_at.isoformat() if sub.finished_at else None,
@@ -30,9 +31,21 @@ def report_view(sub: Submission) -> dict[str, Any] | None:
         return None
     timing = reports.mapping(report, "timing")
     failure = reports.mapping(report, "failure") or None
+    span = reports.interval(report)
     return {
         "trials": [_trial(t) for t in reports.trials(report)],
         "timing": timing,
+        "interval": span,
+        "speedup_note": span.note if span else (reports.POINT_NOTE if timing else ""),
+        "stop": reports.mapping(report, "timing", "stop") or None,
+        "stop_reason": reports.STOP_REASONS.get(reports.text(report, "timing", "stop", "reason"),
+                                                reports.text(report, "timing", "stop", "reason")),
+        "rounds": _rounds_chart(report, timing, span),
+        "round_rows": [{"round": i, **r} for i, r in enumerate(reports.rounds(report), 1)],
+        "clocks": reports.mapping(report, "timing", "clocks") or None,
+        "clocks_moved": reports.clocks_moved(report),
+        "clock_sides": [(side, c) for side in ("candidate", "reference")
+                        if (c := reports.mapping(report, "timing", "clocks", side))],
         "ranks": _rank_timings(timing),
         "failure": failure,
         "stacks": sorted((failure or {}).get("stacks", {}).items()) if failure else [],
@@ -57,6 +70,20 @@ def _trial(trial: dict[str, Any]) -> dict[str, Any]:
                       "mismatched": sum(int(o.get("mismatched") or 0) for o in outputs)})
     return {"index": trial.get("index"), "kind": trial.get("kind"), "seed": trial.get("seed"),
             "passed": trial.get("passed"), "ranks": ranks}
+
+
+def _rounds_chart(report: dict[str, Any], timing: dict[str, Any],
+                  span: reports.Interval | None) -> dict[str, Any] | None:
+    """The per-round ratios, their median (the speedup) and interval, for the rounds chart."""
+    rounds = reports.rounds(report)
+    if not rounds:
+        return None
+    return {"round": list(range(1, len(rounds) + 1)), "ratio": [r["ratio"] for r in rounds],
+            "candidate_ms": [r["candidate_ms"] for r in rounds],
+            "reference_ms": [r["reference_ms"] for r in rounds],
+            "median": timing.get("speedup"),
+            "low": span.low if span else None, "high": span.high if span else None,
+            "level": span.level if span else None}
 
 
 def _rank_timings(timing: dict[str, Any]) -> dict[str, Any] | None:

@@ -37,8 +37,15 @@
       { xaxis: { title: "p (speedup threshold)" }, yaxis: { title: "fast_p", tickformat: ".0%", range: [0, 1] } });
     // Only problems some model solved: a point-less axis of every problem squeezes the plot.
     const solved = d.problems.filter((p) => Object.values(d.speedups).some((s) => s[p] != null));
-    plot("chart-scatter", Object.entries(d.speedups).map(([m, s]) => ({ type: "scatter", mode: "markers", name: m, x: Object.keys(s), y: Object.values(s), marker: { size: 9 } })),
-      { xaxis: { title: "problem (solved by at least one model)", categoryarray: solved, categoryorder: "array" }, yaxis: { title: "best correct speedup", type: "log" },
+    // Error bars: each best speedup's interval, where its report has one (schema 1.3 on).
+    const bars = (m, s) => {
+      const iv = (d.intervals || {})[m] || {};
+      if (!Object.keys(s).some((p) => iv[p])) return undefined;
+      return { type: "data", symmetric: false, array: Object.keys(s).map((p) => (iv[p] ? iv[p][1] - s[p] : 0)),
+               arrayminus: Object.keys(s).map((p) => (iv[p] ? s[p] - iv[p][0] : 0)) };
+    };
+    plot("chart-scatter", Object.entries(d.speedups).map(([m, s]) => ({ type: "scatter", mode: "markers", name: m, x: Object.keys(s), y: Object.values(s), marker: { size: 9 }, error_y: bars(m, s) })),
+      { xaxis: { title: "problem (solved by at least one model)", categoryarray: solved, categoryorder: "array" }, yaxis: { title: "best correct speedup (x; bars: its interval)", type: "log" },
         shapes: [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: 1, y1: 1, line: { dash: "dot", color: "#888" } }] });
     plot("chart-categories", Object.entries(d.categories).map(([m, c]) => ({ type: "bar", name: m, x: Object.keys(c), y: Object.values(c) })),
       { barmode: "group", yaxis: { title: "share faster than reference", tickformat: ".0%", range: [0, 1] } });
@@ -47,12 +54,31 @@
       { barmode: "stack", showlegend: true, yaxis: { title: "attempts" } });
   }
 
+  // Markers per round, a line at their median (the speedup) and a band for its interval.
+  function roundTraces(r) {
+    const x0 = 0.5, x1 = r.round.length + 0.5, traces = [];
+    const pct = r.level != null ? Math.round(r.level * 100) + "% " : "";
+    if (r.low != null && r.high != null) traces.push({ type: "scatter", mode: "lines", name: pct + "interval " + r.low.toFixed(2) + "–" + r.high.toFixed(2) + "x",
+      x: [x0, x1, x1, x0, x0], y: [r.low, r.low, r.high, r.high, r.low], fill: "toself", fillcolor: "rgba(59,91,219,0.15)", line: { width: 0 }, hoverinfo: "skip" });
+    if (r.median != null) traces.push({ type: "scatter", mode: "lines", name: "median " + r.median.toFixed(2) + "x",
+      x: [x0, x1], y: [r.median, r.median], line: { color: "#3b5bdb", width: 2 }, hoverinfo: "skip" });
+    traces.push({ type: "scatter", mode: "markers", name: "ratio of the round", x: r.round, y: r.ratio, marker: { size: 7, color: "#1d2330" },
+      customdata: r.round.map((_, i) => [r.reference_ms[i], r.candidate_ms[i]]),
+      hovertemplate: "round %{x}: %{y:.3f}x<br>reference %{customdata[0]:.4f} ms, candidate %{customdata[1]:.4f} ms<extra></extra>" });
+    return traces;
+  }
+
   function submission() {
     const ranks = data("data-ranks");
     if (ranks) plot("chart-ranks", [
       { type: "bar", name: "reference", x: ranks.ranks.map((r) => "rank " + r), y: ranks.reference },
       { type: "bar", name: "candidate", x: ranks.ranks.map((r) => "rank " + r), y: ranks.candidate }],
       { barmode: "group", yaxis: { title: "median ms" } });
+    const rounds = data("data-rounds");
+    if (rounds) plot("chart-rounds", roundTraces(rounds), {
+      title: { text: "Speedup in each alternating round (reference ms / candidate ms)" }, margin: { t: 50, r: 20, b: 60, l: 60 },
+      xaxis: { title: "round (in the order run)", dtick: rounds.round.length > 30 ? undefined : 1 },
+      yaxis: { title: "speedup (x, reference / candidate)" } });
     const box = document.getElementById("status-box");
     if (!box || box.dataset.done === "1") return;
     const poll = () => fetch(box.dataset.statusUrl, { headers: { Accept: "application/json" } })

@@ -99,6 +99,35 @@ def real_report() -> dict[str, Any]:
     return json.loads((DATA / "report_all_reduce_pass.json").read_text())
 
 
+ROUNDS_13 = [(0.251, 0.298), (0.250, 0.300), (0.253, 0.297), (0.249, 0.296), (0.252, 0.301),
+             (0.250, 0.299)]
+
+
+def with_interval(report: dict[str, Any], low: float = 1.17, high: float = 1.21,
+                  moved: bool | None = None) -> dict[str, Any]:
+    """``report`` as schema 1.3 writes it: an interval, per-round times, why timing stopped, clocks."""
+    rounds = [{"candidate_ms": c, "reference_ms": r, "ratio": r / c} for c, r in ROUNDS_13]
+    ratios = sorted(x["ratio"] for x in rounds)
+    timing = {**report["timing"], "speedup": (ratios[2] + ratios[3]) / 2,
+              "interval": {"low": low, "high": high, "level": 0.95,
+                           "method": "bootstrap percentile interval of the median of per-round "
+                                     "ratios, 2000 resamples"},
+              "rounds": rounds,
+              "stop": {"reason": "converged", "rounds": len(rounds), "seconds": 3.1,
+                       "half_width": 0.008, "target_half_width": 0.01},
+              "clocks": None if moved is None else {
+                  "moved": moved, "note": "SM clock fell from 1980 to 1755 MHz during the reference",
+                  "candidate": {"sm_mhz": 1980}, "reference": {"sm_mhz": 1755}},
+              "pinning": None}
+    return {**report, "schema_version": "1.3", "timing": timing}
+
+
+@pytest.fixture
+def interval_report(real_report: dict[str, Any]) -> dict[str, Any]:
+    """The real report in the shape of schema 1.3 (interval, rounds, stop; clocks not read)."""
+    return with_interval(real_report)
+
+
 @pytest.fixture
 def no_dispatch(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Record dispatches instead of sending them (tests of the portal alone)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,19 @@ def finished(problem: Problem, cpu_hardware: Any, owner: Any, real_report: dict[
         report=real_report, verdict="pass", speedup=1.5, candidate_ms=0.2, reference_ms=0.3)
 
 
+@pytest.fixture
+def with_interval(finished: Submission, interval_report: dict[str, Any]) -> Submission:
+    """A second model's result from a schema 1.3 report, finished a minute before ``finished``."""
+    earlier = finished.finished_at - timedelta(minutes=1)
+    return Submission.objects.create(
+        user=finished.user, model=AIModel.objects.create(name="interval-model", provider="lab"), attempt=1,
+        problem_version=finished.problem_version, hardware=finished.hardware, backend="cuda",
+        world_size=2, size="small", source="def solution(x, *, group):\n    return x\n",
+        source_sha256="1" * 64, status="finished", created_at=earlier, started_at=earlier,
+        finished_at=earlier, report=interval_report, verdict="pass", speedup=1.19, speedup_low=1.17,
+        speedup_high=1.21, candidate_ms=0.25, reference_ms=0.298)
+
+
 def test_problem_detail(anonymous_api: Any, problem: Problem) -> None:
     check("problem_detail", anonymous_api.get("/api/v1/problems/golden-problem/").json())
 
@@ -97,6 +111,30 @@ def test_model_leaderboard(anonymous_api: Any, finished: Submission) -> None:
 def test_problem_leaderboard(anonymous_api: Any, finished: Submission) -> None:
     check("problem_leaderboard", anonymous_api.get("/api/v1/leaderboards/problems/golden-problem/",
                                                    {"hardware": "cpu-golden"}).json())
+
+
+def test_submission_detail_with_an_interval(anonymous_api: Any, with_interval: Submission) -> None:
+    body = anonymous_api.get(f"/api/v1/submissions/{with_interval.pk}/").json()
+    body["report"] = sorted(body["report"])
+    check("submission_detail_interval", body)
+
+
+def test_model_leaderboard_with_an_interval(anonymous_api: Any, with_interval: Submission) -> None:
+    check("model_leaderboard_interval", anonymous_api.get("/api/v1/leaderboards/models/",
+                                                          {"hardware": "cpu-golden"}).json())
+
+
+def test_problem_leaderboard_with_an_interval(anonymous_api: Any, with_interval: Submission) -> None:
+    check("problem_leaderboard_interval", anonymous_api.get(
+        "/api/v1/leaderboards/problems/golden-problem/", {"hardware": "cpu-golden"}).json())
+
+
+def test_the_openapi_schema_documents_the_interval(anonymous_api: Any) -> None:
+    schema = anonymous_api.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    fields = schema["components"]["schemas"]["SubmissionDetail"]["properties"]
+    for end in ("speedup_low", "speedup_high"):
+        assert fields[end]["type"] == "number" and fields[end]["nullable"] is True
+        assert "interval" in fields[end]["description"]
 
 
 def test_prompt(anonymous_api: Any, problem: Problem, cpu_hardware: Any) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from portal.submissions.importing import import_results
 
-from .conftest import DATA, VALID_SOURCE
+from .conftest import DATA, VALID_SOURCE, with_interval
 
 pytestmark = [pytest.mark.browser, pytest.mark.services, pytest.mark.slow]
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs a loop
@@ -97,4 +97,32 @@ def test_an_upload_shows_the_finished_report_and_charts(
     csv = page.request.get(f"{live_server.url}/leaderboard/compare/?hardware={seeded.slug}"
                            "&models=browser-model&models=reference&export=csv&table=per_problem")
     assert csv.ok and "browser-model" in csv.text()
+    assert page.errors == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_result_with_an_interval_draws_its_rounds_and_error_bars(
+        live_server: Any, page: Any, seeded: Any, owner: Any, all_reduce: Any) -> None:
+    from django.utils import timezone
+
+    from portal.submissions.lifecycle import apply_report
+    from portal.submissions.models import AIModel, Submission
+
+    version = all_reduce.current_version()
+    report = with_interval(json.loads((DATA / "report_all_reduce_pass.json").read_text()), moved=True)
+    report["problem"] = {**report["problem"], "version": version.version}
+    sub = Submission(user=owner, model=AIModel.objects.create(name="interval-model"), attempt=1,
+                     problem_version=version, hardware=seeded, backend="cuda", world_size=2,
+                     size="small", source="x", source_sha256="0" * 64, status="finished",
+                     finished_at=timezone.now())
+    apply_report(sub, report)
+    sub.save()
+    page.goto(f"{live_server.url}/submissions/{sub.pk}/")
+    page.wait_for_selector("#chart-rounds .main-svg", timeout=15_000)
+    assert "Speedup in each alternating round" in page.locator("#chart-rounds").inner_text()
+    assert page.locator("#clocks-moved").is_visible()
+    assert "(1.17–1.21)" in page.locator("#speedup").inner_text()
+    page.goto(f"{live_server.url}/leaderboard/compare/?hardware={seeded.slug}"
+              "&models=interval-model&models=reference")
+    page.wait_for_selector("#chart-scatter .main-svg", timeout=15_000)
     assert page.errors == []

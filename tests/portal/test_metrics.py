@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from portal.leaderboards.metrics import (Attempt, curve_grid, fast_p_share, geomean, pass_at_k,
-                                         score_model)
+from portal.leaderboards.metrics import (Attempt, curve_grid, fast_p_share, geomean, is_fast,
+                                         pass_at_k, score_model)
 
 PROBLEMS = {"a": ["collective"], "b": ["tensor", "sequence"], "c": ["expert"], "d": ["tensor"]}
 
@@ -86,3 +86,49 @@ def test_geomean_skips_missing_speedups() -> None:
 def test_curve_grid_reaches_past_the_best_speedup() -> None:
     grid = curve_grid(7.3)
     assert grid[0] == 0.0 and grid[-1] >= 7.3
+
+
+def ranged(problem: str, speedup: float, low: float | None, high: float | None,
+           model: str = "m") -> Attempt:
+    return Attempt(model=model, problem=problem, correct=True, speedup=speedup, speedup_low=low,
+                   speedup_high=high)
+
+
+def test_a_result_whose_interval_reaches_below_p_is_not_faster_than_p() -> None:
+    a = ranged("a", 1.05, 0.97, 1.12)
+    assert not is_fast(a, 1.0)
+    assert is_fast(a, 0.5) and is_fast(a, 0.0)
+
+
+def test_a_result_whose_interval_lies_above_p_is_faster_than_p() -> None:
+    assert is_fast(ranged("a", 1.05, 1.01, 1.09), 1.0)
+
+
+def test_a_result_without_an_interval_counts_by_its_point_speedup() -> None:
+    assert is_fast(ranged("a", 1.05, None, None), 1.0)
+    assert not is_fast(ranged("a", 0.98, None, None), 1.0)
+
+
+def test_an_incorrect_result_is_never_fast_whatever_its_interval() -> None:
+    wrong = Attempt(model="m", problem="a", correct=False, speedup=3.0, speedup_low=2.5, speedup_high=3.5)
+    assert not is_fast(wrong, 0.0) and not is_fast(wrong, 1.0)
+
+
+def test_fast_p_counts_the_attempt_with_the_highest_lower_end_not_the_highest_point() -> None:
+    lucky, steady = ranged("a", 1.3, 0.9, 1.7), ranged("a", 1.2, 1.1, 1.3)
+    s = score_model("m", [lucky, steady], PROBLEMS)
+    assert s.best["a"] is lucky and s.fastest["a"] is steady  # the page shows 1.3, fast_1 counts 1.1
+    assert s.fast_p[1.0] == 0.25 and s.by_category["collective"]["fast_1"] == 1
+    assert s.geomean_speedup == pytest.approx(1.3)
+
+
+def test_the_score_says_how_many_solved_problems_rest_on_a_point_estimate() -> None:
+    s = score_model("m", [ranged("a", 1.2, 1.1, 1.3), ranged("b", 1.4, None, None),
+                          attempt("c", False, failure="deadlock")], PROBLEMS)
+    assert (s.correct, s.point_estimates) == (2, 1)
+    assert s.fast_p[1.0] == 0.5
+
+
+def test_fast_1_at_k_uses_the_lower_end_of_each_attempt() -> None:
+    s = score_model("m", [ranged("a", 1.05, 0.97, 1.12), ranged("a", 1.05, 1.01, 1.09)], PROBLEMS)
+    assert s.fast1_at[1] == pytest.approx((1 / 2) / 4)

@@ -3,6 +3,8 @@ from __future__ import annotations
 from typing import Any
 
 from django import template
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 from portal.lib.exports import export_links
 from portal.lib.tables import Table
@@ -18,6 +20,29 @@ def pct(value: Any) -> str:
 @register.filter
 def ratio(value: Any) -> str:
     return "" if value is None else f"{float(value):.2f}x"
+
+
+@register.simple_tag
+def speedup(value: Any, low: Any = None, high: Any = None, note: str = "") -> str | SafeString:
+    """``1.19x (1.17–1.21)`` with ``note`` as its tooltip; without an interval, a point estimate
+    marked as such where ``note`` says why (a baseline row has neither)."""
+    if value is None:
+        return ""
+    if low not in (None, "") and high not in (None, ""):  # "": a missing attribute in a template
+        span = format_html('<span class="interval">({}–{})</span>', f"{float(low):.2f}", f"{float(high):.2f}")
+        if not note:
+            return format_html('<span class="speedup">{} {}</span>', ratio(value), span)
+        return format_html('<span class="speedup" title="{}">{} {}</span>', note, ratio(value), span)
+    if note:
+        return format_html('<span class="speedup point" title="{}">{} '
+                           '<small class="muted">no interval</small></span>', note, ratio(value))
+    return ratio(value)
+
+
+@register.simple_tag
+def speedup_cell(row: Any, key: str) -> str | SafeString:
+    """A table row's speedup under ``key``, with ``key_low``, ``key_high`` and ``key_note``."""
+    return speedup(row.get(key), row.get(f"{key}_low"), row.get(f"{key}_high"), row.get(f"{key}_note", ""))
 
 
 @register.filter
@@ -55,6 +80,6 @@ def get(mapping: Any, key: Any) -> Any:
 
 @register.inclusion_tag("partials/table.html", takes_context=True)
 def render_table(context: Any, table: Table, link_problem: bool = False) -> dict[str, Any]:
-    rows = [[(c, row.get(c.key)) for c in table.columns] for row in table.rows]
+    rows = [[(c, row.get(c.key), row) for c in table.page_columns] for row in table.rows]
     return {"table": table, "rows": rows, "raw_rows": table.rows, "link_problem": link_problem,
             "exports": export_links(context["request"], table)}
