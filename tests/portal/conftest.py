@@ -116,8 +116,11 @@ def with_interval(report: dict[str, Any], low: float = 1.17, high: float = 1.21,
               "stop": {"reason": "converged", "rounds": len(rounds), "seconds": 3.1,
                        "half_width": 0.008, "target_half_width": 0.01},
               "clocks": None if moved is None else {
-                  "moved": moved, "note": "SM clock fell from 1980 to 1755 MHz during the reference",
-                  "candidate": {"sm_mhz": 1980}, "reference": {"sm_mhz": 1755}},
+                  "moved": moved, "note": "GPU 1 SM clock moved 1980 -> 1755 MHz",
+                  "start": [{"gpu": 1, "sm_mhz": 1980.0, "mem_mhz": 3201.0, "temperature_c": 38.0,
+                             "power_w": 120.0, "slowdown": False, "reasons": "0x0000000000000000"}],
+                  "end": [{"gpu": 1, "sm_mhz": 1755.0, "mem_mhz": 3201.0, "temperature_c": 71.0,
+                           "power_w": 690.0, "slowdown": True, "reasons": "0x0000000000000020"}]},
               "pinning": None}
     return {**report, "schema_version": "1.3", "timing": timing}
 
