@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from portal.lib import reports
 
@@ -44,8 +44,7 @@ def report_view(sub: Submission) -> dict[str, Any] | None:
         "round_rows": [{"round": i, **r} for i, r in enumerate(reports.rounds(report), 1)],
         "clocks": reports.mapping(report, "timing", "clocks") or None,
         "clocks_moved": reports.clocks_moved(report),
-        "clock_sides": [(side, c) for side in ("candidate", "reference")
-                        if (c := reports.mapping(report, "timing", "clocks", side))],
+        "clock_sides": _clock_rows(report),
         "ranks": _rank_timings(timing),
         "failure": failure,
         "stacks": sorted((failure or {}).get("stacks", {}).items()) if failure else [],
@@ -96,3 +95,14 @@ def _rank_timings(timing: dict[str, Any]) -> dict[str, Any] | None:
             "candidate": list(cand) + [None] * (n - len(cand)),
             "rows": [{"rank": i, "reference": ref[i] if i < len(ref) else None,
                       "candidate": cand[i] if i < len(cand) else None} for i in range(n)]}
+
+
+def _clock_rows(report: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """("before rounds, GPU 1", {sm_mhz: ..}) per GPU snapshot the evaluator took around the rounds."""
+    rows = []
+    for moment, label in (("start", "before rounds"), ("end", "after rounds")):
+        snapshots = (reports.mapping(report, "timing", "clocks") or {}).get(moment)
+        for snap in snapshots if isinstance(snapshots, list) else []:
+            if isinstance(snap, dict):
+                rows.append((f"{label}, GPU {snap.get('gpu')}", {k: v for k, v in snap.items() if k != "gpu"}))
+    return rows

@@ -110,7 +110,8 @@ def test_moved_clocks_carry_a_visible_warning(real_report: dict[str, Any], all_r
     sub = finished(with_interval(real_report, moved=True), all_reduce, cpu_hardware, owner)
     page = Client().get(f"/submissions/{sub.pk}/").content.decode()
     assert 'id="clocks-moved"' in page and "The GPU clocks moved" in page
-    assert "SM clock fell from 1980 to 1755 MHz" in page and "sm_mhz 1755" in page
+    assert "GPU 1 SM clock moved 1980 -&gt; 1755 MHz" in page
+    assert "after rounds, GPU 1" in page and "sm_mhz 1755.0" in page
 
 
 def test_an_older_report_shows_its_point_speedup_and_no_chart(real_report: dict[str, Any], all_reduce: Any,
