@@ -179,12 +179,11 @@ class Evaluation:
         for run in (candidate_run, reference_run):
             if run.begin() is not None:
                 return self.report(run.failure, [], None, candidate_run.end(), reference_run.end())
-        timer = PairedTimer(candidate_run, reference_run, self.timing, step_s=self.config.limits.step_s)
         gpus = clocks.visible_gpus(self.config.world_size) if self.config.device == "cuda" else []
+        timer = PairedTimer(candidate_run, reference_run, self.timing, step_s=self.config.limits.step_s,
+                            snapshot=(lambda: clocks.snapshot(gpus)) if gpus else None)
         try:
-            before = clocks.snapshot(gpus) if gpus else None
             paired = timer.run()
-            after = clocks.snapshot(gpus) if gpus else None
         except DrivenFailure as exc:
             candidate, reference = candidate_run.end(), reference_run.end()
             if exc.side == "candidate":
@@ -216,7 +215,7 @@ class Evaluation:
         trials, failure = self.judge(workdir, timed_calls)
         timing = None
         if failure is None:
-            timing, failure = self.score(paired, clocks.compare(before, after) if gpus else None)
+            timing, failure = self.score(paired, clocks.compare(*timer.snapshots) if gpus else None)
         return self.report(failure, trials, timing, candidate, reference)
 
     def missing_timed_outputs(self, expected: list[int], outputs: Path) -> Optional[Failure]:

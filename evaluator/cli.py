@@ -116,6 +116,13 @@ def render_summary(report: Mapping[str, Any]) -> str:
         label = "" if timing["device"] == "cuda" else " (CPU timings)"
         lines.append(f"reference {r['median_ms']:.4f} ms  candidate {c['median_ms']:.4f} ms  "
                      f"speedup {timing['speedup']:.3f}x{label}")
+        if timing.get("interval") and timing.get("stop"):
+            iv, stop = timing["interval"], timing["stop"]
+            lines.append(f"95% interval [{iv['low']:.3f}, {iv['high']:.3f}] over {stop['rounds']} alternating rounds "
+                         f"of {timing['block_calls']['candidate']} calls; stopped: {stop['reason']} "
+                         f"(half-width {stop['half_width']:.1%}, target {stop['target_half_width']:.0%})")
+        if (timing.get("clocks") or {}).get("moved"):
+            lines.append(f"warning: GPU clocks moved while timing: {timing['clocks']['note']}")
         if timing.get("roofline"):
             rl = timing["roofline"]
             lines.append(f"roofline {rl['time_ms']:.4f} ms ({rl['bound']}-bound on {report['hardware_profile']}): "

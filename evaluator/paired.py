@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import secrets
 import statistics
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
@@ -26,6 +27,7 @@ from .report import Failure, FailureClass, make_failure
 from .stats import median_interval, slowest_rank_per_iteration
 
 RESAMPLES = 2000
+SNAPSHOT_BLOCK_S = 0.3
 
 
 @dataclass
@@ -62,7 +64,7 @@ class PairedTiming:
     speedup: float
     interval: tuple[float, float]
     stop_reason: str
-    seconds: float
+    seconds: float  # in rounds, snapshots excluded
     candidate: SideBlocks
     reference: SideBlocks
 
@@ -79,12 +81,17 @@ class DrivenFailure(Exception):
 
 class PairedTimer:
     def __init__(self, candidate: SideRun, reference: SideRun, cfg: TimingConfig, *,
-                 step_s: float, on_round: Optional[Callable[[int, float], None]] = None) -> None:
+                 step_s: float, on_round: Optional[Callable[[int, float], None]] = None,
+                 snapshot: Optional[Callable[[], Any]] = None) -> None:
         self.cand = SideBlocks(candidate, "candidate")
         self.ref = SideBlocks(reference, "reference")
         self.cfg = cfg
         self.step_s = step_s  # the longest a single call may take before it counts as hung
         self.on_round = on_round
+        # Taken right after the warm-up and right after the last round, while the GPUs are busy
+        # (an idle GPU drops its clocks within moments, and would look like a moved clock).
+        self.snapshot = snapshot
+        self.snapshots: tuple[Any, Any] = (None, None)
         self.block_id = 0
 
     # -- waiting on the sides -------------------------------------------------------------
@@ -156,6 +163,7 @@ class PairedTimer:
         self.warm_up()
         calls = self.block_calls()
         rounds: list[dict[str, float]] = []
+        before = self.busy_snapshot()
         started = time.monotonic()
         reason = "round_cap"
         interval = (0.0, 0.0)
@@ -179,10 +187,27 @@ class PairedTimer:
             if time.monotonic() - started >= self.cfg.max_time_s:
                 reason = "time_cap"
                 break
+        seconds = time.monotonic() - started
+        self.snapshots = (before, self.busy_snapshot())
         ratios = [r["ratio"] for r in rounds]
         return PairedTiming(rounds=rounds, speedup=statistics.median(ratios),
                             interval=median_interval(ratios, resamples=RESAMPLES), stop_reason=reason,
-                            seconds=time.monotonic() - started, candidate=self.cand, reference=self.ref)
+                            seconds=seconds, candidate=self.cand, reference=self.ref)
+
+    def busy_snapshot(self) -> Any:
+        """The snapshot, taken while the candidate runs an uncounted block of about
+        SNAPSHOT_BLOCK_S: nvidia-smi samples for a while, and a GPU left waiting meanwhile drops
+        its clocks and says it is idle."""
+        if self.snapshot is None:
+            return None
+        result: list[Any] = [None]
+        reader = threading.Thread(target=lambda: result.__setitem__(0, self.snapshot()), daemon=True)
+        reader.start()
+        calls = max(1, math.ceil(SNAPSHOT_BLOCK_S * 1e3 / max(self.cand.per_call_ms, 1e-6)))
+        while reader.is_alive():
+            self.block(self.cand, min(calls, self.cfg.max_block_calls * 10))
+        reader.join()
+        return result[0]
 
     # -- the end ----------------------------------------------------------------------------
     def kept_calls(self, slots: list[int]) -> list[int]:

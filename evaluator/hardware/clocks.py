@@ -17,6 +17,7 @@ FIELDS = ("index", "clocks.sm", "clocks.mem", "temperature.gpu", "power.draw")
 # software power cap, hardware slowdown, software and hardware thermal, power brake.
 SLOWDOWN_BITS = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
 SM_CLOCK_MOVE = 0.02  # a change of the SM clock beyond this share flags the run
+IDLE_BIT = 0x1  # the GPU was idle when asked: its clock says nothing about the timed work
 
 
 def visible_gpus(count: int) -> list[int]:
@@ -54,6 +55,7 @@ def snapshot(gpus: list[int]) -> Optional[list[dict[str, Any]]]:
         rows.append({"gpu": int(index), "sm_mhz": _number(sm), "mem_mhz": _number(mem),
                      "temperature_c": _number(temp), "power_w": _number(power),
                      "slowdown": bool(int(reasons, 16) & SLOWDOWN_BITS) if reasons.startswith("0x") else None,
+                     "idle": bool(int(reasons, 16) & IDLE_BIT) if reasons.startswith("0x") else None,
                      "reasons": reasons})
     return rows or None
 
@@ -62,13 +64,15 @@ def compare(start: Optional[list[dict[str, Any]]], end: Optional[list[dict[str, 
     """``{"start", "end", "moved", "note"}``: moved when a GPU slowed down or its SM clock changed."""
     if not start or not end:
         return {"start": start, "end": end, "moved": False, "note": "nvidia-smi gave no clocks"}
-    notes = []
+    notes, asides = [], []
     for before, after in zip(start, end):
         gpu = before["gpu"]
         if before.get("slowdown") or after.get("slowdown"):
             notes.append(f"GPU {gpu} was slowed down (reasons {before['reasons']} -> {after['reasons']})")
         sm0, sm1 = before.get("sm_mhz"), after.get("sm_mhz")
-        if sm0 and sm1 and abs(sm1 - sm0) / sm0 > SM_CLOCK_MOVE:
+        if before.get("idle") or after.get("idle"):
+            asides.append(f"GPU {gpu} was idle when its clock was read ({sm0} -> {sm1} MHz): not compared")
+        elif sm0 and sm1 and abs(sm1 - sm0) / sm0 > SM_CLOCK_MOVE:
             notes.append(f"GPU {gpu} SM clock moved {sm0:.0f} -> {sm1:.0f} MHz")
-    return {"start": start, "end": end, "moved": bool(notes),
-            "note": "; ".join(notes) or "clocks steady, no slowdown reported"}
+    note = "; ".join(notes + asides) or "clocks steady, no slowdown reported"
+    return {"start": start, "end": end, "moved": bool(notes), "note": note}
