@@ -33,7 +33,8 @@ from .compare import compare_outputs, describe
 from .config import EvalConfig, Limits
 from .job import CHECKED_COPIES, RankJob, TaskSpec, TrialSpec, call_seed
 from .launcher import ProgressHook, SideResult, SideRun, run_side
-from .paired import RESAMPLES, DrivenFailure, PairedTimer, PairedTiming, side_iterations, wait_finished
+from .paired import (RESAMPLES, DrivenFailure, PairedTimer, PairedTiming, side_iterations, unaccounted_ms,
+                     wait_finished)
 from .report import (SCHEMA_VERSION, Failure, FailureClass, RankCheck, Report, SideTiming,
                      Timing, Trial, WallTime, make_failure)
 from .roofline import roofline
@@ -47,6 +48,11 @@ from .stats import summarize
 # between the timed stream's end event and a device-wide synchronize.
 ESCAPED_GAP_MS = 0.05
 ESCAPED_GAP_SHARE = 0.25
+# Our own clock bounds what a rank may claim: per call, the wall time its reports leave
+# unaccounted (the harness's alignment and refills, the same work on both sides) may exceed the
+# reference's by this share plus this much before the candidate's reported times are rejected.
+UNACCOUNTED_SHARE = 1.5
+UNACCOUNTED_SLACK_MS = 0.05
 
 
 def _now() -> str:
@@ -277,6 +283,14 @@ class Evaluation:
                                f"in {escaped} of {calls} timed calls, GPU work "
                                "kept running after the solution returned (on a stream the caller does not "
                                "wait for); make the current stream wait for side streams before returning")
+        unaccounted = {"candidate": unaccounted_ms(paired.candidate), "reference": unaccounted_ms(paired.reference)}
+        if (failure is None and self.config.device == "cuda"
+                and unaccounted["candidate"] > UNACCOUNTED_SHARE * unaccounted["reference"] + UNACCOUNTED_SLACK_MS):
+            failure = make_failure(
+                FailureClass.TIMING_VIOLATION,
+                f"the candidate's ranks reported call times that leave {unaccounted['candidate']:.3f} ms per call "
+                f"of our own wall clock unaccounted, against {unaccounted['reference']:.3f} ms for the reference "
+                "doing the same harness work: its timings were not measured by the harness alone")
         rl = None
         if self.profile is not None:
             rl = roofline(self.problem.traffic(self.problem.setting(self.config.world_size, self.config.size,
@@ -297,7 +311,7 @@ class Evaluation:
             block_calls={"candidate": paired.candidate.counted[0].calls, "reference": paired.reference.counted[0].calls},
             stop={"reason": paired.stop_reason, "rounds": len(paired.rounds), "seconds": paired.seconds,  # type: ignore[typeddict-item]
                   "half_width": paired.half_width(), "target_half_width": self.timing.target_half_width},
-            clocks=clock_check, pinning=self.pinning)
+            clocks=clock_check, pinning=self.pinning, unaccounted_ms=unaccounted)
         return timing, failure
 
     def report(self, failure: Optional[Failure], trials: list[Trial], timing: Optional[Timing],

@@ -65,6 +65,7 @@ class SideRun:
         self.first_problem_at: Optional[float] = None
         self.fingerprints: dict[tuple[int, str, int], list[dict[str, Any]]] = {}  # (task, step, rank)
         self.blocks: dict[tuple[int, int], dict[str, Any]] = {}  # (block, rank) -> its TIMES event
+        self.duplicate_blocks: list[tuple[int, int]] = []  # (block, rank) answered more than once
         self.failure: Optional[Failure] = None
         self.box: Any = None
         self.started = time.monotonic()
@@ -298,7 +299,12 @@ class SideRun:
             state.waiting, state.deadline = True, None
         elif kind == TIMES and self.job.get("driven"):
             if isinstance(event.get("block"), int):
-                self.blocks[(event["block"], state.rank)] = event
+                key = (event["block"], state.rank)
+                if key in self.blocks:
+                    # The harness answers each block once: a second answer was written by
+                    # something else that holds the channel (candidate code, token from memory).
+                    self.duplicate_blocks.append(key)
+                self.blocks.setdefault(key, event)
             state.waiting, state.deadline = True, None
             label = f"{event.get('task')}:timing"
             if label not in state.labels:

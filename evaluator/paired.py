@@ -35,6 +35,14 @@ class Block:
     calls: int
     per_rank_ms: list[list[float]]
     gaps_ms: list[list[float]]
+    wall_ms: float = 0.0  # our own clock, from the command to the last rank's answer
+
+    @property
+    def unaccounted_ms(self) -> float:
+        """Per call, the part of our wall time the ranks' timings do not cover: the harness's
+        alignment and input refills, alike on both sides, plus whatever a rank left out of what
+        it reported. Candidate code can write a rank's report; it cannot stop our clock."""
+        return max(0.0, self.wall_ms - sum(self.iterations_ms)) / self.calls
 
     @property
     def iterations_ms(self) -> list[float]:
@@ -112,9 +120,17 @@ class PairedTimer:
         self.block_id += 1
         block_id = self.block_id
         expected_s = calls * side.per_call_ms / 1e3
+        sent = time.perf_counter()
         side.run.command({"cmd": "block", "calls": calls, "block": block_id},
                          within_s=self.step_s + 20 * expected_s)
         self.wait_ready(side)
+        wall_ms = (time.perf_counter() - sent) * 1e3
+        if side.run.duplicate_blocks:
+            block, rank = side.run.duplicate_blocks[0]
+            raise DrivenFailure(side.name, make_failure(
+                FailureClass.PROTOCOL_VIOLATION,
+                f"rank {rank} answered timed block {block} twice: something other than the harness "
+                "wrote to its status channel", rank=rank))
         ranks = len(side.run.ranks)
         events = [side.run.blocks.get((block_id, rank)) for rank in range(ranks)]
         if any(e is None or len(e.get("times_ms") or []) != calls or e.get("first_call") != side.calls
@@ -126,7 +142,8 @@ class PairedTimer:
         side.calls += calls
         side.copies = int(events[0].get("copies") or 0)  # type: ignore[union-attr]
         return Block(calls, [list(map(float, e["times_ms"])) for e in events],  # type: ignore[index]
-                     [list(map(float, e.get("gap_ms") or [])) for e in events])  # type: ignore[union-attr]
+                     [list(map(float, e.get("gap_ms") or [])) for e in events],  # type: ignore[union-attr]
+                     wall_ms)
 
     def warm_up(self) -> None:
         """Blocks of doubling size, alternating sides, until each has run its minimum calls for its
@@ -236,6 +253,11 @@ def side_iterations(side: SideBlocks) -> tuple[list[float], list[float], list[fl
                 for r in range(ranks)]
     gaps = [g for block in side.counted for rank in block.gaps_ms for g in rank]
     return iterations, per_rank, gaps
+
+
+def unaccounted_ms(side: SideBlocks) -> float:
+    """The median over a side's counted blocks of its unaccounted time per call."""
+    return statistics.median(block.unaccounted_ms for block in side.counted) if side.counted else 0.0
 
 
 def wait_finished(run: SideRun) -> Optional[Failure]:

@@ -136,9 +136,13 @@ class TaskRunner:
             serve(self, cfg, seed, self.ctx.commands, self.save_kept, keep_outputs=True)
         else:
             # Trials last: the reference's outputs never exist while candidate code runs.
-            serve(self, cfg, seed, self.ctx.commands,
-                  lambda _, command: self.run_trials(self.task["trials"] + list(command.get("rechecks", []))),
-                  keep_outputs=False)
+            # It keeps its outputs as the candidate does (and drops them): the same harness work
+            # per call on both sides, so that our wall clock can check what the ranks report.
+            serve(self, cfg, seed, self.ctx.commands, self.finish_reference, keep_outputs=True)
+
+    def finish_reference(self, session: TimingSession, command: dict[str, Any]) -> None:
+        session.kept.clear()
+        self.run_trials(self.task["trials"] + list(command.get("rechecks", [])))
 
     def save_kept(self, session: TimingSession, command: dict[str, Any]) -> None:
         """The outputs of the timed calls the parent chose, named by call."""

@@ -141,6 +141,7 @@ class Timing(TypedDict):
     stop: Stop
     clocks: Optional[dict[str, Any]]  # GPU clocks before and after the rounds; None on CPU
     pinning: Optional[dict[str, list[int]]]  # rank -> CPU cores (both sides alike); None: not pinned
+    unaccounted_ms: dict[str, float]  # per call, the parent's wall time the ranks' times leave out
 
 
 class ProblemRef(TypedDict):

@@ -55,3 +55,24 @@ def test_a_deadline_ends_a_slow_candidate_with_a_diagnosis_inside_it():
     assert set(failure["stacks"]) == {"0", "1"}
     assert all("rank_main.py" in stack for stack in failure["stacks"].values())
     assert seconds < 30
+
+
+def test_the_harness_frames_cannot_shorten_or_stop_the_timed_phase():
+    from evaluator.config import TimingConfig
+
+    quick = TimingConfig.quick()
+    report = run("steers_timing_through_frames")
+    assert report["verdict"] == "pass", report["failure"]
+    timing = report["timing"]
+    # The parent alone sizes blocks and decides when to stop: what the candidate bent is not read.
+    assert timing["block_calls"]["candidate"] >= quick.min_block_calls
+    assert timing["stop"]["rounds"] >= quick.min_rounds
+    assert timing["candidate"]["iterations"] >= quick.min_rounds * quick.min_block_calls
+
+
+def test_a_forged_answer_to_a_timed_block_is_a_protocol_violation():
+    report = run("forges_timed_block")
+    assert report["verdict"] == "fail"
+    assert report["failure"]["failure_class"] == "protocol_violation"
+    assert "twice" in report["failure"]["message"]
+    assert report["timing"] is None
