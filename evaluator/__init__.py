@@ -3,4 +3,4 @@
 A pure library: PyTorch and the standard library only (it runs on GPU hosts with no Django).
 """
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
