@@ -194,7 +194,9 @@ class Evaluation:
             candidate, reference = candidate_run.end(), reference_run.end()
             if exc.side == "candidate":
                 return self.report(exc.failure, [], None, candidate, None)
-            return self.report(exc.failure, [], None, candidate, reference)
+            # The reference runs only our code: whatever went wrong there is ours.
+            failure = dict(exc.failure, failure_class=FailureClass.HARNESS_ERROR.value)
+            return self.report(failure, [], None, candidate, reference)  # type: ignore[arg-type]
         slots = timer.secret_slots(CHECKED_COPIES)
         candidate_run.command({"cmd": "finish", "keep": slots}, None)
         wait_finished(candidate_run)

@@ -68,6 +68,7 @@ class SideRun:
         self.duplicate_blocks: list[tuple[int, int]] = []  # (block, rank) answered more than once
         self.failure: Optional[Failure] = None
         self.box: Any = None
+        self.selector: Optional[selectors.BaseSelector] = None
         self.started = time.monotonic()
 
     def rank_job(self, box: Any) -> RankJob:
@@ -209,7 +210,8 @@ class SideRun:
                 self.box.stop()
                 self.box.copy_outputs(Path(self.job["out_dir"]), self.output_rules())
         finally:
-            self.selector.close()
+            if self.selector is not None:
+                self.selector.close()
             if self.box is not None:
                 self.box.close()
             for state in self.ranks:
