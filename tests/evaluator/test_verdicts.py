@@ -143,3 +143,21 @@ def test_forged_messages_on_the_status_pipe_do_not_end_a_deadlock(run_eval):
     assert failure["failure_class"] == "deadlock", failure
     assert "in trial 0" in failure["message"]
     assert seconds < 8 + 60
+
+
+def test_a_hang_in_a_timed_block_is_a_deadlock_by_the_parents_deadline(run_eval):
+    report, seconds = run_eval("hangs_while_timed", trials=2)
+    failure = report["failure"]
+    assert failure["failure_class"] == "deadlock", failure
+    assert "did not finish a timed block in time" in failure["message"]
+    assert "cpu_hangs_while_timed.py" in failure["stacks"]["1"]  # where rank 1 hangs
+    assert report["timing"] is None
+    assert seconds < 90
+
+
+def test_a_crash_in_the_timed_phase_is_the_candidates(run_eval):
+    report, seconds = run_eval("crashes_while_timed", trials=2)
+    failure = report["failure"]
+    assert failure["failure_class"] == "crash", failure
+    assert failure["rank"] == 0 and "exited with status 3" in failure["message"]
+    assert seconds < 60
