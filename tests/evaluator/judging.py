@@ -23,12 +23,14 @@ class Verdict:
     passed: bool
     ratio: float  # largest candidate rms / reference rms over the outputs judged against the exact answer
     same_as_reference: bool  # bit for bit: the variant is what the reference computes anyway
+    failures: frozenset[str]  # the failure classes of its outputs
 
 
 def verdict(slug: str, ranks: list[dict[str, Any]], variant: str) -> Verdict:
     problem = problems.get(slug)
     tol = problem.tolerance(problem.default_dtype)
     passed, ratio, same = True, 0.0, True
+    failures: set[str] = set()
     for rank in ranks:
         record = rank[slug]
         outputs = record["native"] if variant == "copy" else record["variants"][variant]
@@ -36,8 +38,9 @@ def verdict(slug: str, ranks: list[dict[str, Any]], variant: str) -> Verdict:
             same &= got.shape == want.shape and got.dtype == want.dtype and torch.equal(got, want)
             check = compare_output(index, got, want, tol, exact)
             passed &= check["status"] == "ok"
+            failures |= {check["status"]} - {"ok"}
             if check["judged_against"] == "exact" and check["candidate_err"] is not None:
                 ref = check["reference_err"]["rms"]
                 cand = check["candidate_err"]["rms"]
                 ratio = max(ratio, cand / ref if ref else (math.inf if cand else 0.0))
-    return Verdict(passed, ratio, same)
+    return Verdict(passed, ratio, same, frozenset(failures))
