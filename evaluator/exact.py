@@ -28,6 +28,9 @@ from .config import ResourceLimits
 PROMOTED = {torch.float32: torch.float64, torch.bfloat16: torch.float64, torch.float16: torch.float64,
             torch.complex64: torch.complex128}
 WIDE = (torch.float64, torch.complex128)
+# Floating values cast to these are quantized: where the grid's rounding falls is part of the
+# problem (ZeRO++'s int8 blocks), and float64 would move it. Wider integers hold indices.
+QUANTIZED = (torch.int8, torch.uint8, torch.int16)
 
 
 def upcast(value: Any) -> Any:
@@ -44,7 +47,8 @@ def upcast(value: Any) -> Any:
 
 class _Promote(TorchDispatchMode):
     """Runs each op with a requested floating dtype widened to float64; records the ops that still
-    produce narrower floating tensors (float8 casts, ``view(dtype)``), which float64 cannot replace."""
+    produce narrower floating tensors (float8 casts, ``view(dtype)``) or quantize floating values
+    to a narrow integer type: float64 cannot stand in for those."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -55,9 +59,11 @@ class _Promote(TorchDispatchMode):
         if kwargs.get("dtype") in PROMOTED:
             kwargs["dtype"] = PROMOTED[kwargs["dtype"]]
         out = func(*args, **kwargs)
+        quantizes = kwargs.get("dtype") in QUANTIZED and isinstance(args[0] if args else None, torch.Tensor) \
+            and args[0].is_floating_point()
         for leaf in tree_leaves(out):
-            if isinstance(leaf, torch.Tensor) and (leaf.is_floating_point() or leaf.is_complex()) \
-                    and leaf.dtype not in WIDE:
+            if isinstance(leaf, torch.Tensor) and ((leaf.is_floating_point() or leaf.is_complex())
+                                                   and leaf.dtype not in WIDE or quantizes):
                 self.narrow.setdefault(str(leaf.dtype).removeprefix("torch."), set()).add(str(func.__name__))
         return out
 
@@ -72,7 +78,7 @@ class ExactRun:
         if not self.narrow:
             return None
         found = "; ".join(f"{dtype} from {', '.join(sorted(ops)[:4])}" for dtype, ops in sorted(self.narrow.items()))
-        return f"the reference still computes in a narrower dtype when run in float64 ({found})"
+        return f"the reference computes in or quantizes to a narrow dtype even when run in float64 ({found})"
 
 
 def exact_outputs(call: Callable[..., Any], inputs: dict[str, Any]) -> ExactRun:
