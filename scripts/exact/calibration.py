@@ -6,7 +6,8 @@ Runs every summing problem (small preset, default dtype, seed 3) with the varian
 tests/evaluator/lossy_variants.py in one gloo group per world size, judges each with the
 evaluator's rule, and prints per world size and variant: how many problems pass, and the ratio
 of the variant's rms error to the reference's (both against the exact answer; the largest over a
-problem's outputs and ranks), then the all-reduce's errors in full.
+problem's outputs and ranks), then the all-reduce's errors in full. First, how far honest
+bf16 sums in other orders are from a ring's error (the margin RMS_MULTIPLE must leave).
 """
 
 from __future__ import annotations
@@ -46,6 +47,36 @@ def errors(ranks: list[dict], slug: str, variant: str) -> tuple[float, float, fl
     return worst
 
 
+def other_orders(n: int = 1 << 20) -> None:
+    """rms error of bf16 sums in other orders, over a ring's (chunk c starts at rank c + 1)."""
+    print("| ranks | ring rms | forward / ring | reverse / ring | pairwise / ring | fp32 / ring |\n|---|---|---|---|---|---|")
+    gen = torch.Generator().manual_seed(0)
+    for size in (2, 4, 8):
+        parts = [torch.randn(n, generator=gen).to(torch.bfloat16) for _ in range(size)]
+        exact = torch.stack([p.double() for p in parts]).sum(0)
+
+        def in_order(order: list[int], sl: slice = slice(None)) -> torch.Tensor:
+            total = parts[order[0]][sl]
+            for i in order[1:]:
+                total = total + parts[i][sl]  # bf16: rounded at every hop
+            return total.double()
+
+        ring = torch.cat([in_order([(c + 1 + k) % size for k in range(size)], slice(c * n // size, (c + 1) * n // size))
+                          for c in range(size)])
+        pairs = list(parts)
+        while len(pairs) > 1:
+            pairs = [pairs[i] + pairs[i + 1] for i in range(0, len(pairs), 2)]
+        fp32 = torch.stack([p.float() for p in parts]).sum(0).to(torch.bfloat16).double()
+
+        def rms(t: torch.Tensor) -> float:
+            return float((t - exact).square().mean().sqrt())
+
+        base = rms(ring)
+        print(f"| {size} | {base:.2e} | {rms(in_order(list(range(size)))) / base:.3f} | "
+              f"{rms(in_order(list(range(size))[::-1])) / base:.3f} | {rms(pairs[0].double()) / base:.3f} | "
+              f"{rms(fp32) / base:.3f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--world-sizes", type=int, nargs="+", default=[2, 4, 8])
@@ -53,6 +84,7 @@ def main() -> None:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()
     print(f"# {platform.node()} {platform.machine()}, torch {torch.__version__}, commit {commit}")
+    other_orders()
     slugs = summing_problems()
     with tempfile.TemporaryDirectory(prefix="pkb-calibration-") as tmp:
         for size in args.world_sizes:
