@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import Iterator, Optional
 
 import torch
 
@@ -34,6 +34,11 @@ def ulp(exact: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     _, exponent = torch.frexp(exact.abs())
     exponent = torch.where(exact == 0, torch.full_like(exponent, low + 1), exponent)
     return torch.ldexp(torch.ones_like(exact), (exponent - 1).clamp_min(low) - bits)
+
+
+def judges(dtype: torch.dtype) -> bool:
+    """Whether the rule knows the dtype's spacing (float8 outputs fall back to the tolerance)."""
+    return real_dtype(dtype) in _MANTISSA
 
 
 def real_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -79,7 +84,8 @@ class Judgement:
     ulp_allowance: float
 
 
-def _chunks(got: torch.Tensor, native: torch.Tensor, residual: Optional[torch.Tensor]):
+def _chunks(got: torch.Tensor, native: torch.Tensor,
+            residual: Optional[torch.Tensor]) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
     """(candidate, native, exact) in float64, real parts and imaginary parts side by side."""
     g, n = as_real(got), as_real(native)
     r = as_real(residual) if residual is not None else None
