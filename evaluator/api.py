@@ -30,7 +30,8 @@ from problems.spec import _derive_seed, dtype_name
 
 from . import __version__
 from .compare import compare_outputs, describe
-from .config import EvalConfig, Limits
+from .config import EvalConfig, Limits, ResourceLimits
+from .exact import exact_path, load_exact, room_for_exact
 from .job import CHECKED_COPIES, RankJob, TaskSpec, TrialSpec, call_seed
 from .launcher import ProgressHook, SideResult, SideRun, run_side
 from .paired import (RESAMPLES, DrivenFailure, PairedTimer, PairedTiming, side_iterations, unaccounted_ms,
@@ -137,13 +138,17 @@ class Evaluation:
             "affinity": self.pinning or {},
         }
 
+    def resources(self, side: str) -> ResourceLimits:
+        """The reference's disk holds its exact answers too."""
+        return room_for_exact(self.config.resources) if side == "reference" else self.config.resources
+
     def side_run(self, side: str, workdir: Path) -> SideRun:
         return SideRun(self.job(side, workdir), workdir, self.side_limits(side), self.timing_limit(),
-                       self.on_progress, sandbox=self.config.sandbox, resources=self.config.resources)
+                       self.on_progress, sandbox=self.config.sandbox, resources=self.resources(side))
 
     def run_side(self, side: str, workdir: Path) -> SideResult:
         return run_side(self.job(side, workdir), workdir, self.side_limits(side), self.timing_limit(),
-                        self.on_progress, sandbox=self.config.sandbox, resources=self.config.resources)
+                        self.on_progress, sandbox=self.config.sandbox, resources=self.resources(side))
 
     def side_limits(self, side: str) -> Limits:
         """The configured limits, the side's total cut to fit the deadline. Sides that run one
@@ -248,7 +253,9 @@ class Evaluation:
         for index, seed, kind, label, reference_label in labels:
             ranks: list[RankCheck] = []
             for rank in range(self.config.world_size):
-                want = torch.load(workdir / "reference" / f"task0_{reference_label}_rank{rank}.pt", weights_only=True)
+                reference_path = workdir / "reference" / f"task0_{reference_label}_rank{rank}.pt"
+                want = torch.load(reference_path, weights_only=True)
+                exact = load_exact(exact_path(reference_path))
                 got = _load_candidate_outputs(workdir / "candidate" / f"task0_{label}_rank{rank}.pt")
                 if got is None:
                     # The harness writes every file before its rank says "done": a missing or
@@ -256,7 +263,7 @@ class Evaluation:
                     return trials, make_failure(FailureClass.PROTOCOL_VIOLATION,
                                             f"rank {rank}: no readable outputs for {label} although the "
                                             "rank reported success", rank=rank, trial=index)
-                checks = compare_outputs(got, want, tol)
+                checks = compare_outputs(got, want, tol, exact)
                 ranks.append(RankCheck(rank=rank, passed=all(c["status"] == "ok" for c in checks), outputs=checks))
                 bad = next((c for c in checks if c["status"] != "ok"), None)
                 if bad is not None and failure is None:

@@ -1,14 +1,25 @@
-"""Judging one rank's outputs against the reference's, in the evaluating parent."""
+"""Judging one rank's outputs, in the evaluating parent.
+
+A floating output with an exact answer (``evaluator.exact``, computed by the reference side) is
+judged by ``accuracy.judge``: its error against the exact answer beside the reference's own.
+Integer and bool outputs must equal the reference's. A floating output without an exact answer
+falls back to the problem's per-dtype tolerance against the reference's output.
+"""
 
 from __future__ import annotations
+
+from typing import Any, Optional
 
 import torch
 
 from problems.spec import Tolerance, dtype_name
 
+from . import accuracy
 from .report import FailureClass, OutputCheck
 
-CHUNK = 1 << 24  # elements compared at a time, to bound the parent's memory
+CHUNK = accuracy.CHUNK  # elements compared at a time, to bound the parent's memory
+
+ExactRecord = dict[str, Any]  # {"residual": Tensor or None, "why": str or None}, from evaluator.exact
 
 
 def _dtype(t: torch.Tensor) -> str:
@@ -19,26 +30,55 @@ def _dtype(t: torch.Tensor) -> str:
 
 
 def _check(index: int, status: FailureClass | None, got: torch.Tensor, want: torch.Tensor,
-           abs_err: float | None = None, rel_err: float | None = None, mismatched: int = 0) -> OutputCheck:
-    return OutputCheck(index=index, status=status.value if status else "ok",
-                       shape=list(got.shape), expected_shape=list(want.shape),
-                       dtype=_dtype(got), expected_dtype=_dtype(want),
-                       max_abs_err=abs_err, max_rel_err=rel_err, mismatched=mismatched,
-                       numel=want.numel())
+           abs_err: float | None = None, rel_err: float | None = None, mismatched: int = 0,
+           **judged: Any) -> OutputCheck:
+    check = OutputCheck(index=index, status=status.value if status else "ok",
+                        shape=list(got.shape), expected_shape=list(want.shape),
+                        dtype=_dtype(got), expected_dtype=_dtype(want),
+                        max_abs_err=abs_err, max_rel_err=rel_err, mismatched=mismatched,
+                        numel=want.numel(), judged_against="reference", candidate_err=None,
+                        reference_err=None, allowed_err=None, rule=None, no_exact_answer=None)
+    check.update(judged)  # type: ignore[typeddict-item]
+    return check
 
 
-def compare_output(index: int, got: torch.Tensor, want: torch.Tensor, tol: Tolerance) -> OutputCheck:
+def compare_output(index: int, got: torch.Tensor, want: torch.Tensor, tol: Tolerance,
+                   exact: Optional[ExactRecord] = None) -> OutputCheck:
     if got.shape != want.shape:
         return _check(index, FailureClass.SHAPE_MISMATCH, got, want)
     if got.dtype != want.dtype:
         return _check(index, FailureClass.DTYPE_MISMATCH, got, want)
-    if not want.is_floating_point():
+    if not (want.is_floating_point() or want.is_complex()):
         mismatched = int((got != want).sum())
         return _check(index, FailureClass.VALUE_MISMATCH if mismatched else None, got, want,
-                      float(mismatched > 0), float(mismatched > 0), mismatched)
-    got_flat, want_flat = got.reshape(-1), want.reshape(-1)
+                      float(mismatched > 0), float(mismatched > 0), mismatched,
+                      rule={"atol": 0.0, "rtol": 0.0})
+    if exact is not None and exact.get("why") is None and accuracy.judges(want.dtype):
+        return _against_exact(index, got, want, exact.get("residual"))
+    why = (exact.get("why") or f"no exact rule for {want.dtype}") if exact is not None \
+        else "the reference side computed no exact answer"
+    return _against_tolerance(index, got, want, tol, why)
+
+
+def _against_exact(index: int, got: torch.Tensor, want: torch.Tensor,
+                   residual: Optional[torch.Tensor]) -> OutputCheck:
+    if residual is not None and residual.shape != want.shape:
+        raise ValueError(f"output {index}: exact residual of shape {tuple(residual.shape)} "
+                         f"for an output of shape {tuple(want.shape)}")
+    j = accuracy.judge(got, want, residual)
+    status = None if j.passed else FailureClass.NAN_INF if j.nonfinite else FailureClass.VALUE_MISMATCH
+    return _check(index, status, got, want, j.candidate.max_abs, j.max_rel, j.outside,
+                  judged_against="exact", candidate_err=j.candidate.as_dict(),
+                  reference_err=j.reference.as_dict(), allowed_err=dict(j.allowed),
+                  rule={"rms_multiple": accuracy.RMS_MULTIPLE, "max_multiple": accuracy.MAX_MULTIPLE,
+                        "ulp_allowance": j.ulp_allowance})
+
+
+def _against_tolerance(index: int, got: torch.Tensor, want: torch.Tensor, tol: Tolerance,
+                       why: str) -> OutputCheck:
+    got_flat, want_flat = accuracy.as_real(got), accuracy.as_real(want)
     # 16-bit values and their differences are exact in float32; wider types need float64.
-    wide = torch.float64 if want.dtype in (torch.float32, torch.float64) else torch.float32
+    wide = torch.float64 if want_flat.dtype in (torch.float32, torch.float64) else torch.float32
     max_abs = max_rel = 0.0
     mismatched = nonfinite = 0
     for start in range(0, want_flat.numel(), CHUNK):
@@ -61,15 +101,20 @@ def compare_output(index: int, got: torch.Tensor, want: torch.Tensor, tol: Toler
         status: FailureClass | None = FailureClass.NAN_INF
     else:
         status = FailureClass.VALUE_MISMATCH if mismatched else None
-    return _check(index, status, got, want, max_abs, max_rel, mismatched)
+    return _check(index, status, got, want, max_abs, max_rel, mismatched,
+                  rule={"atol": tol.atol, "rtol": tol.rtol}, no_exact_answer=why)
 
 
-def compare_outputs(got: list[torch.Tensor], want: list[torch.Tensor], tol: Tolerance) -> list[OutputCheck]:
+def compare_outputs(got: list[torch.Tensor], want: list[torch.Tensor], tol: Tolerance,
+                    exact: Optional[list[ExactRecord]] = None) -> list[OutputCheck]:
     if len(got) != len(want):
-        return [OutputCheck(index=-1, status=FailureClass.SHAPE_MISMATCH.value, shape=[len(got)],
-                            expected_shape=[len(want)], dtype="", expected_dtype="",
-                            max_abs_err=None, max_rel_err=None, mismatched=0, numel=len(want))]
-    return [compare_output(i, g, w, tol) for i, (g, w) in enumerate(zip(got, want))]
+        check = _check(-1, FailureClass.SHAPE_MISMATCH, torch.empty(0), torch.empty(0))
+        check.update(shape=[len(got)], expected_shape=[len(want)], dtype="", expected_dtype="",
+                     numel=len(want))
+        return [check]
+    records: list[Optional[ExactRecord]] = list(exact) if exact is not None and len(exact) == len(want) \
+        else [None] * len(want)
+    return [compare_output(i, g, w, tol, e) for i, (g, w, e) in enumerate(zip(got, want, records))]
 
 
 def describe(check: OutputCheck) -> str:
@@ -84,5 +129,13 @@ def describe(check: OutputCheck) -> str:
         return f"{head} has dtype {check['dtype']}, expected {check['expected_dtype']}"
     if status == FailureClass.NAN_INF.value:
         return f"{head} has NaN or Inf where the reference is finite"
+    if check.get("judged_against") == "exact":
+        cand, ref, allowed = check["candidate_err"], check["reference_err"], check["allowed_err"]
+        assert cand is not None and ref is not None and allowed is not None
+        return (f"{head}: error against the exact answer beyond what the reference makes: "
+                f"rms {cand['rms']:.3g} (reference {ref['rms']:.3g}, allowed {allowed['rms']:.3g}), "
+                f"max abs {cand['max_abs']:.3g} (reference {ref['max_abs']:.3g}, allowed "
+                f"{allowed['max_abs']:.3g}); {check['mismatched']} of {check['numel']} elements "
+                "outside the allowed error")
     return (f"{head}: {check['mismatched']} of {check['numel']} elements outside tolerance "
             f"(max abs err {check['max_abs_err']:.3g}, max rel err {check['max_rel_err']:.3g})")

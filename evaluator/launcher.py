@@ -87,9 +87,11 @@ class SideRun:
     def output_rules(self) -> OutputRules:
         """No more files than the job can produce, no more bytes than the side's disk holds."""
         per_rank = sum(len(t["trials"]) + (CHECKED_COPIES if t.get("timing") else 0) for t in self.job["tasks"])
+        exact = self.side == "reference"  # a trial's exact answers: one more file per trial
         return OutputRules(tasks=frozenset(int(t["task"]) for t in self.job["tasks"]),
-                           world_size=self.job["world_size"], max_files=per_rank * self.job["world_size"],
-                           max_bytes=self.resources.disk_bytes)
+                           world_size=self.job["world_size"],
+                           max_files=per_rank * self.job["world_size"] * (2 if exact else 1),
+                           max_bytes=self.resources.disk_bytes, exact_answers=exact)
 
     def start(self) -> Any:
         self.inbox = self.side_dir / "in"

@@ -25,6 +25,7 @@ from problems.spec import DTYPE_NAMES, Problem
 
 from .candidate import CandidateError
 from .channel import STEP, TIMES, RankChannel
+from .exact import exact_outputs, exact_path, save_exact
 from .job import TaskSpec, TrialSpec, trial_step
 from .rank_timing import CommandReader, TimingSession, kept_outputs, serve
 from .report import FailureClass
@@ -153,6 +154,9 @@ class TaskRunner:
         inputs = self.inputs(seed)
         before = {name: t.clone() for name, t in _tensor_inputs(inputs).items()
                   if name not in self.problem.may_overwrite}
+        # The reference's exact answer, from float64 copies of these inputs, before anything
+        # can overwrite them (evaluator/exact.py).
+        exact = exact_outputs(self.call, inputs) if self.side == "reference" and not self.ctx.fingerprints_only else None
         self.align()
         outputs = as_output_list(self.call(inputs), self.side)
         synchronize(self.ctx.device)
@@ -166,7 +170,10 @@ class TaskRunner:
             self.ctx.channel.send(STEP, task=self.task["task"], step=step,
                                   fingerprints=[fingerprint(t) for t in outputs])
             return
-        save_outputs(outputs, self.ctx.out_dir / f"task{self.task['task']}_trial{index}_rank{self.ctx.rank}.pt")
+        path = self.ctx.out_dir / f"task{self.task['task']}_trial{index}_rank{self.ctx.rank}.pt"
+        save_outputs(outputs, path)
+        if exact is not None:
+            save_exact(outputs, exact, exact_path(path))
         self.ctx.channel.send(STEP, task=self.task["task"], step=step)
 
     def tensor_bytes(self, inputs: dict[str, Any]) -> int:

@@ -36,6 +36,11 @@ class FailureClass(str, enum.Enum):
 Verdict = Literal["pass", "fail"]
 
 
+class ErrorNorms(TypedDict):
+    max_abs: float  # largest absolute error over the finite elements
+    rms: float  # root mean square of the absolute error over the finite elements
+
+
 class OutputCheck(TypedDict):
     index: int
     status: str  # "ok" or a FailureClass value
@@ -43,10 +48,17 @@ class OutputCheck(TypedDict):
     expected_shape: list[int]
     dtype: str
     expected_dtype: str
-    max_abs_err: Optional[float]
+    max_abs_err: Optional[float]  # against what the output was judged against
     max_rel_err: Optional[float]
-    mismatched: int  # elements outside tolerance
+    mismatched: int  # elements outside the allowed error (or tolerance)
     numel: int
+    # 1.3: how the output was judged (docs/evaluator.md, "How correctness is judged").
+    judged_against: Literal["exact", "reference"]
+    candidate_err: Optional[ErrorNorms]  # against the exact answer
+    reference_err: Optional[ErrorNorms]  # the reference's own, against the exact answer
+    allowed_err: Optional[ErrorNorms]  # the bounds the candidate's errors had to stay within
+    rule: Optional[dict[str, float]]  # rms_multiple, max_multiple, ulp_allowance; or atol, rtol
+    no_exact_answer: Optional[str]  # why a floating output was judged against the reference
 
 
 class RankCheck(TypedDict):

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Protocol
 
-# The only files a side hands back: one tensor file per task, trial (or timed call) and rank.
-OUTPUT_NAME = re.compile(r"task(\d+)_(trial\d+|timed\d+)_rank(\d+)\.pt")
+# The only files a side hands back: one tensor file per task, trial (or timed call) and rank,
+# and on the reference side a trial's exact answers beside it (``.exact.pt``, evaluator/exact.py).
+OUTPUT_NAME = re.compile(r"task(\d+)_(trial\d+|timed\d+)_rank(\d+)(\.exact)?\.pt")
 
 
 @dataclass(frozen=True)
@@ -23,10 +24,12 @@ class OutputRules:
     world_size: int
     max_files: int
     max_bytes: int
+    exact_answers: bool = False  # the reference side's ``.exact.pt`` files
 
     def wants(self, name: str) -> bool:
         match = OUTPUT_NAME.fullmatch(name)
-        return bool(match) and int(match.group(1)) in self.tasks and int(match.group(3)) < self.world_size
+        return (bool(match) and int(match.group(1)) in self.tasks and int(match.group(3)) < self.world_size
+                and (self.exact_answers or match.group(4) is None))
 
 
 class SandboxError(RuntimeError):

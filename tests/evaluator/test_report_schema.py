@@ -24,3 +24,23 @@ def test_the_schema_rejects_an_unknown_failure_class():
     bad = {"failure_class": "mystery"}
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(bad["failure_class"], SCHEMA["$defs"]["failure_class"])
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[2] / "docs" / "results").rglob("*.json"))
+                         + [Path(__file__).resolve().parents[1] / "portal" / "data" / "report_all_reduce_pass.json"])
+def test_older_reports_stay_valid(path):
+    data = json.loads(path.read_text())
+    for report in data.get("reports", [data]):  # docs/results wrap theirs with provenance
+        assert report["schema_version"] in ("1.0", "1.1", "1.2")
+        jsonschema.validate(report, SCHEMA)
+
+
+def test_an_output_judged_against_the_exact_answer_validates():
+    check = {"index": 0, "status": "value_mismatch", "shape": [4], "expected_shape": [4], "dtype": "bfloat16",
+             "expected_dtype": "bfloat16", "max_abs_err": 0.2, "max_rel_err": 0.1, "mismatched": 0, "numel": 4,
+             "judged_against": "exact", "candidate_err": {"max_abs": 0.2, "rms": 0.05},
+             "reference_err": {"max_abs": 0.02, "rms": 0.005}, "allowed_err": {"max_abs": 0.04, "rms": 0.00625},
+             "rule": {"rms_multiple": 1.25, "max_multiple": 2.0, "ulp_allowance": 0.0}, "no_exact_answer": None}
+    jsonschema.validate(check, {**SCHEMA["$defs"]["output_check"], "$defs": SCHEMA["$defs"]})
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**check, "judged_against": "oracle"}, {**SCHEMA["$defs"]["output_check"], "$defs": SCHEMA["$defs"]})

@@ -1,0 +1,167 @@
+"""The exact answer to a reference call: the same reference, run with every floating value in float64.
+
+Runs in the reference side's rank processes, on the same inputs as the native call. Inputs are
+upcast (losslessly), and while the reference runs, every floating dtype it asks for (``.float()``,
+``dtype=torch.float32``, the default dtype) becomes float64, so its "compute in fp32" steps become
+float64 steps and its collectives reduce float64 (gloo and NCCL both do). What float64 cannot
+stand in for is recorded, not guessed: a cast to float8, bits reinterpreted as another dtype, an
+output of another shape. The parent judges such outputs by the problem's tolerance instead.
+
+The answer travels as a residual ``exact - native`` per output (``residual_record``): the
+judge needs ``exact`` only to a small fraction of the native output's error, and a residual in
+the output's own dtype keeps the reference side's files at twice today's size, not five times.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+from .config import ResourceLimits
+
+PROMOTED = {torch.float32: torch.float64, torch.bfloat16: torch.float64, torch.float16: torch.float64,
+            torch.complex64: torch.complex128}
+WIDE = (torch.float64, torch.complex128)
+# Floating values cast to these are quantized: where the grid's rounding falls is part of the
+# problem (ZeRO++'s int8 blocks), and float64 would move it. Wider integers hold indices.
+QUANTIZED = (torch.int8, torch.uint8, torch.int16)
+
+
+def upcast(value: Any) -> Any:
+    """A copy of ``value`` with every floating tensor in float64 (complex in complex128)."""
+    if isinstance(value, torch.Tensor):
+        wide = PROMOTED.get(value.dtype)
+        return value.to(wide, copy=True) if wide is not None else value.clone()
+    if isinstance(value, (list, tuple)):
+        return type(value)(upcast(item) for item in value)
+    if isinstance(value, dict):
+        return {key: upcast(item) for key, item in value.items()}
+    return value
+
+
+class _Promote(TorchDispatchMode):
+    """Runs each op with a requested floating dtype widened to float64; records the ops that still
+    produce narrower floating tensors (float8 casts, ``view(dtype)``) or quantize floating values
+    to a narrow integer type: float64 cannot stand in for those."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.narrow: dict[str, set[str]] = {}
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = dict(kwargs or {})
+        if kwargs.get("dtype") in PROMOTED:
+            kwargs["dtype"] = PROMOTED[kwargs["dtype"]]
+        out = func(*args, **kwargs)
+        quantizes = kwargs.get("dtype") in QUANTIZED and isinstance(args[0] if args else None, torch.Tensor) \
+            and args[0].is_floating_point()
+        for leaf in tree_leaves(out):
+            if isinstance(leaf, torch.Tensor) and ((leaf.is_floating_point() or leaf.is_complex())
+                                                   and leaf.dtype not in WIDE or quantizes):
+                self.narrow.setdefault(str(leaf.dtype).removeprefix("torch."), set()).add(str(func.__name__))
+        return out
+
+
+@dataclass
+class ExactRun:
+    outputs: list[torch.Tensor]
+    narrow: dict[str, set[str]] = field(default_factory=dict)  # dtype -> ops that produced it
+
+    def why_not(self) -> Optional[str]:
+        """Why no output of this run is exact, or None."""
+        if not self.narrow:
+            return None
+        found = "; ".join(f"{dtype} from {', '.join(sorted(ops)[:4])}" for dtype, ops in sorted(self.narrow.items()))
+        return f"the reference computes in or quantizes to a narrow dtype even when run in float64 ({found})"
+
+
+def exact_outputs(call: Callable[..., Any], inputs: dict[str, Any]) -> ExactRun:
+    """Run ``call`` on float64 copies of ``inputs``, with float64 as every requested floating dtype."""
+    wide_inputs = upcast(inputs)
+    default = torch.get_default_dtype()
+    mode = _Promote()
+    torch.set_default_dtype(torch.float64)
+    try:
+        with mode:
+            result = call(wide_inputs)
+    finally:
+        torch.set_default_dtype(default)
+    outputs = list(result) if isinstance(result, (tuple, list)) else [result]
+    return ExactRun(outputs, mode.narrow)
+
+
+def residual_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype a residual ``exact - native`` is kept in: the output's own, except float16,
+    whose range would flush the small residuals of small values to zero."""
+    return torch.float32 if dtype == torch.float16 else dtype
+
+
+def residual_record(native: list[torch.Tensor], run: ExactRun) -> list[dict[str, Any]]:
+    """Per native output: ``{"residual": exact - native or None, "why": None or why no exact}``.
+
+    A residual of None with no reason means the native output is exact (or is not floating,
+    and is judged by equality). Where either value is NaN or Inf the residual is 0: those
+    elements are judged against the native reference, as before.
+    """
+    why_run = run.why_not()
+    if len(run.outputs) != len(native):
+        why_run = why_run or f"the float64 run returned {len(run.outputs)} outputs, the native {len(native)}"
+    records: list[dict[str, Any]] = []
+    for index, ref in enumerate(native):
+        if not (ref.is_floating_point() or ref.is_complex()):
+            records.append({"residual": None, "why": None})
+            continue
+        why = why_run or _mismatch(ref, run.outputs[index])
+        if why is not None:
+            records.append({"residual": None, "why": why})
+            continue
+        exact = run.outputs[index].detach()
+        diff = exact - ref.detach().to(exact.dtype)
+        diff = torch.where(torch.isfinite(exact) & torch.isfinite(ref), diff, torch.zeros_like(diff))
+        if not bool(diff.any()):
+            records.append({"residual": None, "why": None})
+            continue
+        records.append({"residual": diff.to(residual_dtype(ref.dtype)).to("cpu").contiguous(), "why": None})
+    return records
+
+
+def _mismatch(native: torch.Tensor, exact: Any) -> Optional[str]:
+    if not isinstance(exact, torch.Tensor):
+        return f"in float64 this output is a {type(exact).__name__}"
+    if exact.dtype != PROMOTED.get(native.dtype, native.dtype):
+        return f"the reference forces dtype {str(exact.dtype).removeprefix('torch.')} on this output"
+    if exact.shape != native.shape:
+        return f"in float64 this output has shape {tuple(exact.shape)}, natively {tuple(native.shape)}"
+    return None
+
+
+def save_exact(native: list[torch.Tensor], run: ExactRun, path: Path) -> None:
+    torch.save(residual_record(native, run), path)
+
+
+def exact_path(native_path: Path) -> Path:
+    """``task0_trial3_rank1.pt`` -> ``task0_trial3_rank1.exact.pt``."""
+    return native_path.with_name(native_path.name.removesuffix(".pt") + ".exact.pt")
+
+
+def load_exact(path: Path) -> Optional[list[dict[str, Any]]]:
+    """The records ``save_exact`` wrote, or None where there are none (then the parent judges
+    by the problem's tolerance, and says so)."""
+    if not path.exists():
+        return None
+    records = torch.load(path, weights_only=True)
+    if not isinstance(records, list):
+        raise ValueError(f"{path.name}: not a list of exact-answer records")
+    return records
+
+
+def room_for_exact(resources: ResourceLimits) -> ResourceLimits:
+    """The reference side's limits: beside outputs as large as the candidate's it writes the
+    residuals, at most twice their size (float16 outputs keep float32 residuals)."""
+    return dataclasses.replace(resources, disk_bytes=3 * resources.disk_bytes)
