@@ -34,27 +34,15 @@ from .config import EvalConfig, Limits, ResourceLimits
 from .exact import exact_path, load_exact, room_for_exact
 from .job import CHECKED_COPIES, RankJob, TaskSpec, TrialSpec, call_seed
 from .launcher import ProgressHook, SideResult, SideRun, run_side
-from .paired import (RESAMPLES, DrivenFailure, PairedTimer, PairedTiming, side_iterations, unaccounted_ms,
-                     wait_finished)
-from .report import (SCHEMA_VERSION, Failure, FailureClass, RankCheck, Report, SideTiming,
+from . import scoring
+from .paired import DrivenFailure, PairedTimer, PairedTiming, wait_finished
+from .report import (SCHEMA_VERSION, Failure, FailureClass, RankCheck, Report,
                      Timing, Trial, WallTime, make_failure)
 from .roofline import roofline
 from .sandbox import unavailable_reason
 from .hardware import clocks
 from .hardware.affinity import rank_cpus
 from .static_checks import read_solution, resolve_dtype, static_failure
-from .stats import summarize
-
-# Work that keeps running on another stream after the solution returned shows up as a gap
-# between the timed stream's end event and a device-wide synchronize.
-ESCAPED_GAP_MS = 0.05
-ESCAPED_GAP_SHARE = 0.25
-# Our own clock bounds what a rank may claim: per call, the wall time its reports leave
-# unaccounted (the harness's alignment and refills, the same work on both sides) may exceed the
-# reference's by this share plus this much before the candidate's reported times are rejected.
-UNACCOUNTED_SHARE = 1.5
-UNACCOUNTED_SLACK_MS = 0.05
-
 
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
@@ -274,54 +262,13 @@ class Evaluation:
                                 passed=all(r["passed"] for r in ranks), ranks=ranks))
         return trials, failure
 
-    def side_timing(self, blocks: Any) -> tuple[SideTiming, int]:
-        """A side's timing pooled over its counted blocks, and how many calls left GPU work running."""
-        iterations, per_rank, _ = side_iterations(blocks)
-        timing = SideTiming(per_rank_median_ms=per_rank, roofline_fraction=None, **summarize(iterations))  # type: ignore[typeddict-item]
-        escaped = sum(1 for block in blocks.counted for times, gaps in zip(block.per_rank_ms, block.gaps_ms)
-                      for t, g in zip(times, gaps) if g > max(ESCAPED_GAP_MS, ESCAPED_GAP_SHARE * t))
-        return timing, escaped
-
-    def score(self, paired: PairedTiming, clock_check: Optional[dict[str, Any]]) -> tuple[Optional[Timing], Optional[Failure]]:
-        cand, escaped = self.side_timing(paired.candidate)
-        ref, _ = self.side_timing(paired.reference)
-        failure = None
-        calls = cand["iterations"] * self.config.world_size
-        if self.config.device == "cuda" and escaped > calls // 2:
-            failure = make_failure(FailureClass.TIMING_VIOLATION,
-                               f"in {escaped} of {calls} timed calls, GPU work "
-                               "kept running after the solution returned (on a stream the caller does not "
-                               "wait for); make the current stream wait for side streams before returning")
-        unaccounted = {"candidate": unaccounted_ms(paired.candidate), "reference": unaccounted_ms(paired.reference)}
-        if (failure is None and self.config.device == "cuda"
-                and unaccounted["candidate"] > UNACCOUNTED_SHARE * unaccounted["reference"] + UNACCOUNTED_SLACK_MS):
-            failure = make_failure(
-                FailureClass.TIMING_VIOLATION,
-                f"the candidate's ranks reported call times that leave {unaccounted['candidate']:.3f} ms per call "
-                f"of our own wall clock unaccounted, against {unaccounted['reference']:.3f} ms for the reference "
-                "doing the same harness work: its timings were not measured by the harness alone")
-        rl = None
-        if self.profile is not None:
-            rl = roofline(self.problem.traffic(self.problem.setting(self.config.world_size, self.config.size,
-                                                                     self.dtype)), self.profile, self.dtype)
-            cand["roofline_fraction"] = rl["time_ms"] / cand["median_ms"]
-            ref["roofline_fraction"] = rl["time_ms"] / ref["median_ms"]
+    def score(self, paired: PairedTiming, clock_check: Optional[dict[str, Any]]) -> tuple[Timing, Optional[Failure]]:
         assert self.timing is not None
-        low, high = paired.interval
-        timing = Timing(
-            device=self.config.device, method=_METHOD[self.config.device],
-            input_copies=paired.candidate.copies, warmup_iterations=paired.candidate.warmup_calls,
-            reference=ref, candidate=cand, speedup=paired.speedup, roofline=rl,
-            interval={"low": low, "high": high, "level": 0.95,
-                      "method": "bootstrap percentile interval of the median of per-round ratios, "
-                                f"{RESAMPLES} resamples"},
-            rounds=[{"candidate_ms": r["candidate_ms"], "reference_ms": r["reference_ms"], "ratio": r["ratio"]}
-                    for r in paired.rounds],
-            block_calls={"candidate": paired.candidate.counted[0].calls, "reference": paired.reference.counted[0].calls},
-            stop={"reason": paired.stop_reason, "rounds": len(paired.rounds), "seconds": paired.seconds,  # type: ignore[typeddict-item]
-                  "half_width": paired.half_width(), "target_half_width": self.timing.target_half_width},
-            clocks=clock_check, pinning=self.pinning, unaccounted_ms=unaccounted)
-        return timing, failure
+        traffic = self.problem.traffic(self.problem.setting(self.config.world_size, self.config.size, self.dtype))
+        rl = roofline(traffic, self.profile, self.dtype) if self.profile is not None else None
+        return scoring.score(paired, device=self.config.device, world_size=self.config.world_size,
+                             target_half_width=self.timing.target_half_width, roofline=rl,
+                             clocks=clock_check, pinning=self.pinning)
 
     def report(self, failure: Optional[Failure], trials: list[Trial], timing: Optional[Timing],
                candidate: Optional[SideResult], reference: Optional[SideResult]) -> Report:
@@ -355,17 +302,6 @@ class Evaluation:
                                compile_s=compile_s),
             started_at=self.started_at, finished_at=finished,
         )
-
-
-_METHOD = {
-    "cuda": ("both sides' ranks alive at once, timed in alternating blocks (ABBA rounds) that the "
-             "evaluating parent commands; CUDA events on every rank around each call, ranks aligned by "
-             "a barrier and a synchronize before each call, call time = slowest rank, block time = "
-             "median call; speedup = median of per-round ratios with a bootstrap 95% interval; fresh "
-             "inputs for every call, rotated across copies spanning several L2s"),
-    "cpu": ("both sides alive at once, alternating blocks commanded by the parent; perf_counter on "
-            "every rank around each call, ranks aligned by a barrier; CPU timings only"),
-}
 
 
 def _load_candidate_outputs(path: Path) -> Optional[list[torch.Tensor]]:

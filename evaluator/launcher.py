@@ -23,12 +23,13 @@ from typing import Any, Callable, Optional
 
 from .channel import DONE, ERROR, READY, STEP, TIMES, WAITING, new_token, parse_lines
 from .config import Limits, ResourceLimits
-from .job import CHECKED_COPIES, RankJob, trial_step
+from .job import CHECKED_COPIES, RankJob
 from .report import Failure, FailureClass, make_failure
 from .sandbox import RankLaunch, SandboxError, open_box
 from .sandbox.box import OutputRules
 from .sandbox.policy import REPO_ROOT, rank_env
-from .side import RankState, SideResult, append_tail, signal_name
+from .side import RankState, SideResult, append_tail
+from .side_diagnosis import SideDiagnosis
 
 TAIL_BYTES = 6000
 STACK_BYTES = 64_000
@@ -42,7 +43,7 @@ RANK_ENTRY = (f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); "
 ProgressHook = Callable[[str, dict[str, Any]], None]
 
 
-class SideRun:
+class SideRun(SideDiagnosis):
     def __init__(self, job: RankJob, workdir: Path, limits: Limits, timing_s: float,
                  on_progress: Optional[ProgressHook] = None, *, sandbox: bool = True,
                  resources: Optional[ResourceLimits] = None) -> None:
@@ -334,105 +335,6 @@ class SideRun:
             self.on_progress(self.side, {"event": STEP, "step": "timing started", "task": event.get("task")})
         elif kind in (READY, STEP, DONE) or (kind == TIMES and not self.job.get("driven")):
             self.on_progress(self.side, {"event": kind, "step": event.get("step"), "task": event.get("task")})
-
-    def _stderr(self) -> dict[str, str]:
-        return {str(s.rank): s.log_tail.decode(errors="replace") for s in self.ranks}
-
-    def _resource_failure(self) -> Failure:
-        assert self.limit is not None
-        rank = self.limit.get("rank")
-        where = f" {self._progress(rank)}" if isinstance(rank, int) and 0 <= rank < len(self.ranks) else ""
-        failure_class = FailureClass.HARNESS_ERROR if self.side == "reference" else FailureClass.RESOURCE_LIMIT
-        return make_failure(failure_class, f"{self.limit.get('message')}{where}; the side was stopped",
-                            rank=rank, stderr=self._stderr())
-
-    def _failure_from_problems(self) -> Failure:
-        # A rank that died silently comes first: its peers' errors ("connection reset by peer",
-        # "remote process exited") are the consequence, not the cause.
-        if self.errors and not self.crashes:
-            first = self.errors[0]
-            try:
-                failure_class = FailureClass(first.get("failure_class"))
-            except ValueError:
-                failure_class = FailureClass.RUNTIME_ERROR
-            if failure_class == FailureClass.OUT_OF_MEMORY and self.job["device"] == "cpu" and self.sandbox:
-                failure_class = FailureClass.RESOURCE_LIMIT  # the address-space limit refused it
-            if self.side == "reference":
-                failure_class = FailureClass.HARNESS_ERROR
-            rank = first.get("rank")
-            message = f"rank {rank}: {first.get('message')}"
-            if failure_class == FailureClass.RESOURCE_LIMIT:
-                limit = self.resources.memory_bytes_per_rank / 2**30
-                message += f" (the limit is {limit:.3g} GiB of host memory per rank)"
-            return make_failure(failure_class, message, rank=rank,
-                                traceback=first.get("traceback"), compiler_output=first.get("compiler_output"),
-                                stderr=self._stderr())
-        rank, returncode = self.crashes[0]
-        if returncode < 0:
-            how = f"was killed by {signal_name(returncode)}"
-            if returncode == -signal.SIGKILL:
-                how += " (the kernel's out-of-memory killer does this)"
-        else:
-            how = f"exited with status {returncode} without reporting a result"
-        failure_class = FailureClass.HARNESS_ERROR if self.side == "reference" else FailureClass.CRASH
-        tail = self.ranks[rank].log_tail.decode(errors="replace")
-        if "out of memory" in tail.lower():
-            failure_class = FailureClass.OUT_OF_MEMORY if self.side != "reference" else failure_class
-        return make_failure(failure_class, f"rank {rank} {how} {self._progress(rank)}", rank=rank,
-                            stderr=self._stderr())
-
-    def _plan(self) -> list[tuple[str, str]]:
-        """(label, description) of every step a rank reports, in order."""
-        tasks = self.job["tasks"]
-        plan = []
-        for task in tasks:
-            where = f" of {task['problem']}" if len(tasks) > 1 else ""
-            trials = [(f"{task['task']}:{trial_step(t)}", f"{trial_step(t)}{where}") for t in task["trials"]]
-            timing = [(f"{task['task']}:timing", f"timing{where}")] if task.get("timing") else []
-            # A driven reference times first and runs its trials at the end (rank_runner.py).
-            last_trials = self.job.get("driven") and self.side == "reference"
-            plan += timing + trials if last_trials else trials + timing
-        return plan
-
-    def _progress(self, rank: int) -> str:
-        state = self.ranks[rank]
-        if not state.started:
-            return "during start-up (process group, import of the solution, compilation)"
-        plan = self._plan()
-        done = [label for label in state.labels if not label.endswith("timing started")]
-        if len(done) >= len(plan):
-            return "after its last step"
-        step = plan[len(done)][1]
-        return f"during {step}" if step.startswith("timing") else f"in {step}"
-
-    def _deadlock(self, selector: selectors.BaseSelector, box: Any, over_total: bool) -> Failure:
-        stacks = self.dump_stacks(selector, box)
-        progress = {s.rank: len(s.labels) + (1 if s.started else 0) for s in self.ranks if not s.finished}
-        least = min(progress.values())
-        stuck = sorted(rank for rank, n in progress.items() if n == least)
-        ahead = sorted(set(range(len(self.ranks))) - set(stuck))
-        where = self._progress(stuck[0])
-        who = f"rank{'s' if len(stuck) > 1 else ''} {', '.join(map(str, stuck))}"
-        if over_total:
-            message = f"the side ran past its time limit of {self.limits.total_s:.0f} s; {who} {where}"
-        elif self.ranks[stuck[0]].deadline is not None:
-            message = f"{who} did not finish a timed block in time {where}"
-        else:
-            message = f"{who} made no progress for {self._limit(self.ranks[stuck[0]]):.0f} s {where}"
-        if ahead:
-            message += f" while rank{'s' if len(ahead) > 1 else ''} {', '.join(map(str, ahead))} went further"
-        message += ": deadlock or timeout; every rank was killed"
-        failure_class = FailureClass.HARNESS_ERROR if self.side == "reference" else FailureClass.DEADLOCK
-        return make_failure(failure_class, message, rank=stuck[0], stacks=stacks, stderr=self._stderr())
-
-    def dump_stacks(self, selector: selectors.BaseSelector, box: Any) -> dict[str, str]:
-        live = [s for s in self.ranks if s.returncode is None]
-        if live:
-            box.dump_stacks()
-            deadline = time.monotonic() + 1.0
-            while time.monotonic() < deadline:
-                self._read(selector, 0.1)
-        return {str(s.rank): s.stacks.decode(errors="replace") for s in self.ranks if s.stacks}
 
 
 def run_side(job: RankJob, workdir: Path, limits: Limits, timing_s: float,

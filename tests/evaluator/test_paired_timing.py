@@ -130,3 +130,14 @@ def test_visible_gpus_follow_cuda_visible_devices(monkeypatch):
     assert clocks.visible_gpus(2) == [0, 1]
 
 
+
+
+def test_reported_times_our_clock_denies_are_a_timing_violation():
+    from evaluator.scoring import reported_time_failure
+
+    assert reported_time_failure(0, 100, {"candidate": 0.16, "reference": 0.15}) is None
+    forged = reported_time_failure(0, 100, {"candidate": 0.40, "reference": 0.15})
+    assert forged is not None and forged["failure_class"] == "timing_violation"
+    assert "0.400 ms per call" in forged["message"] and "0.150 ms" in forged["message"]
+    escaped = reported_time_failure(60, 100, {"candidate": 0.15, "reference": 0.15})
+    assert escaped is not None and "kept running" in escaped["message"]

@@ -1,0 +1,85 @@
+"""The timing part of a report, from what paired timing measured (paired.py): both sides'
+pooled call times, the speedup and its interval, the roofline fractions, and the two checks of
+what the ranks reported: GPU work escaping the timed events, and call times our own clock denies.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from .paired import RESAMPLES, PairedTiming, SideBlocks, side_iterations, unaccounted_ms
+from .report import Failure, FailureClass, Roofline, SideTiming, Timing, make_failure
+from .stats import summarize
+
+# Work that keeps running on another stream after the solution returned shows up as a gap
+# between the timed stream's end event and a device-wide synchronize.
+ESCAPED_GAP_MS = 0.05
+ESCAPED_GAP_SHARE = 0.25
+# Our own clock bounds what a rank may claim: per call, the wall time its reports leave
+# unaccounted (the harness's alignment and refills, the same work on both sides) may exceed the
+# reference's by this share plus this much before the candidate's reported times are rejected.
+UNACCOUNTED_SHARE = 1.5
+UNACCOUNTED_SLACK_MS = 0.05
+
+METHOD = {
+    "cuda": ("both sides' ranks alive at once, timed in alternating blocks (ABBA rounds) that the "
+             "evaluating parent commands; CUDA events on every rank around each call, ranks aligned by "
+             "a barrier and a synchronize before each call, call time = slowest rank, block time = "
+             "median call; speedup = median of per-round ratios with a bootstrap 95% interval; fresh "
+             "inputs for every call, rotated across copies spanning several L2s"),
+    "cpu": ("both sides alive at once, alternating blocks commanded by the parent; perf_counter on "
+            "every rank around each call, ranks aligned by a barrier; CPU timings only"),
+}
+
+
+def side_timing(blocks: SideBlocks) -> tuple[SideTiming, int]:
+    """A side's timing pooled over its counted blocks, and how many calls left GPU work running."""
+    iterations, per_rank, _ = side_iterations(blocks)
+    timing = SideTiming(per_rank_median_ms=per_rank, roofline_fraction=None, **summarize(iterations))  # type: ignore[typeddict-item]
+    escaped = sum(1 for block in blocks.counted for times, gaps in zip(block.per_rank_ms, block.gaps_ms)
+                  for t, g in zip(times, gaps) if g > max(ESCAPED_GAP_MS, ESCAPED_GAP_SHARE * t))
+    return timing, escaped
+
+
+def reported_time_failure(escaped: int, calls: int, unaccounted: dict[str, float]) -> Optional[Failure]:
+    """On GPUs: the candidate's reported times fail when most calls left work running, or when our
+    own clock saw much more than they account for."""
+    if escaped > calls // 2:
+        return make_failure(FailureClass.TIMING_VIOLATION,
+                            f"in {escaped} of {calls} timed calls, GPU work kept running after the solution "
+                            "returned (on a stream the caller does not wait for); make the current stream "
+                            "wait for side streams before returning")
+    if unaccounted["candidate"] > UNACCOUNTED_SHARE * unaccounted["reference"] + UNACCOUNTED_SLACK_MS:
+        return make_failure(FailureClass.TIMING_VIOLATION,
+                            f"the candidate's ranks reported call times that leave {unaccounted['candidate']:.3f} ms "
+                            f"per call of our own wall clock unaccounted, against {unaccounted['reference']:.3f} ms "
+                            "for the reference doing the same harness work: its timings were not measured by "
+                            "the harness alone")
+    return None
+
+
+def score(paired: PairedTiming, *, device: str, world_size: int, target_half_width: float,
+          roofline: Optional[Roofline], clocks: Optional[dict[str, Any]],
+          pinning: Optional[dict[str, list[int]]]) -> tuple[Timing, Optional[Failure]]:
+    cand, escaped = side_timing(paired.candidate)
+    ref, _ = side_timing(paired.reference)
+    unaccounted = {"candidate": unaccounted_ms(paired.candidate), "reference": unaccounted_ms(paired.reference)}
+    failure = (reported_time_failure(escaped, cand["iterations"] * world_size, unaccounted)
+               if device == "cuda" else None)
+    if roofline is not None:
+        cand["roofline_fraction"] = roofline["time_ms"] / cand["median_ms"]
+        ref["roofline_fraction"] = roofline["time_ms"] / ref["median_ms"]
+    low, high = paired.interval
+    timing = Timing(
+        device=device, method=METHOD[device],  # type: ignore[typeddict-item]
+        input_copies=paired.candidate.copies, warmup_iterations=paired.candidate.warmup_calls,
+        reference=ref, candidate=cand, speedup=paired.speedup, roofline=roofline,
+        interval={"low": low, "high": high, "level": 0.95,
+                  "method": f"bootstrap percentile interval of the median of per-round ratios, {RESAMPLES} resamples"},
+        rounds=[{"candidate_ms": r["candidate_ms"], "reference_ms": r["reference_ms"], "ratio": r["ratio"]}
+                for r in paired.rounds],
+        block_calls={"candidate": paired.candidate.counted[0].calls, "reference": paired.reference.counted[0].calls},
+        stop={"reason": paired.stop_reason, "rounds": len(paired.rounds), "seconds": paired.seconds,  # type: ignore[typeddict-item]
+              "half_width": paired.half_width(), "target_half_width": target_half_width},
+        clocks=clocks, pinning=pinning, unaccounted_ms=unaccounted)
+    return timing, failure
