@@ -98,6 +98,12 @@ def exact_outputs(call: Callable[..., Any], inputs: dict[str, Any]) -> ExactRun:
     return ExactRun(outputs, mode.narrow)
 
 
+def warm_up() -> None:
+    """The first float64 run imports about a second of torch modules (torch._dynamo among them):
+    a rank pays it before it reports ready, not in its first trial."""
+    exact_outputs(lambda given: given["x"] + 1, {"x": torch.zeros(1)})
+
+
 def residual_dtype(dtype: torch.dtype) -> torch.dtype:
     """The dtype a residual ``exact - native`` is kept in: the output's own, except float16,
     whose range would flush the small residuals of small values to zero."""
