@@ -4,8 +4,8 @@ Runs in the reference side's rank processes, on the same inputs as the native ca
 upcast (losslessly), and while the reference runs, every floating dtype it asks for (``.float()``,
 ``dtype=torch.float32``, the default dtype) becomes float64, so its "compute in fp32" steps become
 float64 steps and its collectives reduce float64 (gloo and NCCL both do). What float64 cannot
-stand in for is recorded, not guessed: a cast to float8, bits reinterpreted as another dtype, an
-output of another shape. The parent judges such outputs by the problem's tolerance instead.
+stand in for is recorded, not guessed: a cast to float8, floating values quantized to int8, an
+output of another dtype or shape. The parent judges such outputs by the problem's tolerance instead.
 
 The answer travels as a residual ``exact - native`` per output (``residual_record``): the
 judge needs ``exact`` only to a small fraction of the native output's error, and a residual in
@@ -59,11 +59,13 @@ class _Promote(TorchDispatchMode):
         if kwargs.get("dtype") in PROMOTED:
             kwargs["dtype"] = PROMOTED[kwargs["dtype"]]
         out = func(*args, **kwargs)
-        quantizes = kwargs.get("dtype") in QUANTIZED and isinstance(args[0] if args else None, torch.Tensor) \
-            and args[0].is_floating_point()
+        source = args[0] if args else None
+        quantizes = kwargs.get("dtype") in QUANTIZED and isinstance(source, torch.Tensor) and source.is_floating_point()
         for leaf in tree_leaves(out):
-            if isinstance(leaf, torch.Tensor) and ((leaf.is_floating_point() or leaf.is_complex())
-                                                   and leaf.dtype not in WIDE or quantizes):
+            if not isinstance(leaf, torch.Tensor):
+                continue
+            narrow_float = (leaf.is_floating_point() or leaf.is_complex()) and leaf.dtype not in WIDE
+            if narrow_float or quantizes:
                 self.narrow.setdefault(str(leaf.dtype).removeprefix("torch."), set()).add(str(func.__name__))
         return out
 
@@ -94,6 +96,12 @@ def exact_outputs(call: Callable[..., Any], inputs: dict[str, Any]) -> ExactRun:
         torch.set_default_dtype(default)
     outputs = list(result) if isinstance(result, (tuple, list)) else [result]
     return ExactRun(outputs, mode.narrow)
+
+
+def warm_up() -> None:
+    """The first float64 run imports about a second of torch modules (torch._dynamo among them):
+    a rank pays it before it reports ready, not in its first trial."""
+    exact_outputs(lambda given: given["x"] + 1, {"x": torch.zeros(1)})
 
 
 def residual_dtype(dtype: torch.dtype) -> torch.dtype:

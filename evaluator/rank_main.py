@@ -75,6 +75,10 @@ def run(job: RankJob, rank: int, channel, commands=None) -> None:  # type: ignor
         if job["side"] == "candidate":
             first = problems.get(job["tasks"][0]["problem"])
             solution = load_solution(Path(job["solution_path"]), first)
+        elif job.get("outputs") != "fingerprints":
+            from .exact import warm_up
+
+            warm_up()  # inside the start-up limit, not the first trial's
         channel.send(READY, compile_s=_compile_seconds(), software=_software(job["device"]))
         for task in job["tasks"]:
             problem = problems.get(task["problem"])
