@@ -91,6 +91,9 @@ class Evaluation:
         base = config.seed if config.seed is not None else secrets.randbelow(2**31)
         self.seeds = [_derive_seed(base, "trial", i) % 2**31 for i in range(config.trials)]
         self.timing_seed = _derive_seed(base, "timing") % 2**31
+        # One secret per rank, the same for both sides' rank r: the seeds in the job (which every
+        # rank reads) do not rebuild another rank's inputs without it.
+        self.salts = [secrets.token_hex(8) for _ in range(config.world_size)]
         self.timing = config.resolved_timing() if config.timing else None
         self.profile = (hardware_profile(config.device, config.world_size, config.hardware_profile)
                         if config.timing else None)
@@ -132,11 +135,13 @@ class Evaluation:
 
     def side_run(self, side: str, workdir: Path) -> SideRun:
         return SideRun(self.job(side, workdir), workdir, self.side_limits(side), self.timing_limit(),
-                       self.on_progress, sandbox=self.config.sandbox, resources=self.resources(side))
+                       self.on_progress, sandbox=self.config.sandbox, resources=self.resources(side),
+                       salts=self.salts)
 
     def run_side(self, side: str, workdir: Path) -> SideResult:
         return run_side(self.job(side, workdir), workdir, self.side_limits(side), self.timing_limit(),
-                        self.on_progress, sandbox=self.config.sandbox, resources=self.resources(side))
+                        self.on_progress, sandbox=self.config.sandbox, resources=self.resources(side),
+                        salts=self.salts)
 
     def side_limits(self, side: str) -> Limits:
         """The configured limits, the side's total cut to fit the deadline. Sides that run one

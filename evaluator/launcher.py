@@ -46,8 +46,9 @@ ProgressHook = Callable[[str, dict[str, Any]], None]
 class SideRun(SideDiagnosis):
     def __init__(self, job: RankJob, workdir: Path, limits: Limits, timing_s: float,
                  on_progress: Optional[ProgressHook] = None, *, sandbox: bool = True,
-                 resources: Optional[ResourceLimits] = None) -> None:
+                 resources: Optional[ResourceLimits] = None, salts: Optional[list[str]] = None) -> None:
         self.on_progress = on_progress
+        self.salts = salts  # rank -> the secret mixed into its own inputs (None: unsalted)
         self.token = new_token()
         self.job = job
         self.side = job["side"]
@@ -104,10 +105,12 @@ class SideRun(SideDiagnosis):
         launches, theirs = [], []
         for rank in range(self.job["world_size"]):
             (status_r, status_w), (log_r, log_w), (stack_r, stack_w) = os.pipe(), os.pipe(), os.pipe()
-            # The token arrives on stdin, read before the candidate is imported: never in the
-            # environment (which /proc/self/environ keeps after os.environ forgets it).
+            # The token, then the rank's input salt, arrive on stdin, read before the candidate is
+            # imported: never in the environment (which /proc/self/environ keeps after os.environ
+            # forgets it), nor in the job, which every rank of the side can read.
             token_r, token_w = os.pipe()
-            os.write(token_w, self.token.encode() + b"\n")
+            salt = self.salts[rank] if self.salts else ""
+            os.write(token_w, self.token.encode() + b"\n" + salt.encode() + b"\n")
             os.close(token_w)
             argv = [sys.executable, "-I", "-c", RANK_ENTRY, str(box.inbox / "job.json"), str(rank),
                     str(status_w), str(stack_w)]
@@ -339,6 +342,7 @@ class SideRun(SideDiagnosis):
 
 def run_side(job: RankJob, workdir: Path, limits: Limits, timing_s: float,
              on_progress: Optional[ProgressHook] = None, *, sandbox: bool = True,
-             resources: Optional[ResourceLimits] = None) -> SideResult:
+             resources: Optional[ResourceLimits] = None, salts: Optional[list[str]] = None) -> SideResult:
     """Run one side. Its outputs land in ``job["out_dir"]`` once every process of the side is gone."""
-    return SideRun(job, workdir, limits, timing_s, on_progress, sandbox=sandbox, resources=resources).run()
+    return SideRun(job, workdir, limits, timing_s, on_progress, sandbox=sandbox, resources=resources,
+                   salts=salts).run()

@@ -58,7 +58,7 @@ def _init(job: RankJob, rank: int):  # type: ignore[no-untyped-def]
     return device, control_group
 
 
-def run(job: RankJob, rank: int, channel, commands=None) -> None:  # type: ignore[no-untyped-def]
+def run(job: RankJob, rank: int, channel, commands=None, salt: str = "") -> None:  # type: ignore[no-untyped-def]
     import problems
 
     from .candidate import CandidateError, classify_exception, load_solution
@@ -68,7 +68,7 @@ def run(job: RankJob, rank: int, channel, commands=None) -> None:  # type: ignor
     device, control_group = _init(job, rank)
     ctx = RankContext(rank=rank, world_size=job["world_size"], device=device,
                       control_group=control_group, channel=channel, out_dir=Path(job["out_dir"]),
-                      fingerprints_only=job.get("outputs") == "fingerprints", commands=commands)
+                      fingerprints_only=job.get("outputs") == "fingerprints", commands=commands, salt=salt)
     task = {"task": None}
     try:
         solution = None
@@ -121,8 +121,10 @@ def _compile_seconds() -> float | None:
 def main() -> None:
     from .channel import RankChannel
 
-    # The status token is the one line on stdin, read before any candidate code exists.
+    # The status token and this rank's input salt are the two lines on stdin, read before any
+    # candidate code exists.
     token = sys.stdin.buffer.readline().decode().strip()
+    salt = sys.stdin.buffer.readline().decode().strip()
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
@@ -138,7 +140,7 @@ def main() -> None:
         from .rank_timing import CommandReader
 
         commands = CommandReader(int(sys.argv[5]))
-    run(job, rank, channel, commands)
+    run(job, rank, channel, commands, salt)
     sys.stdout.flush()
     sys.stderr.flush()
     # Skip interpreter and process-group teardown: destroy_process_group can itself hang, and the

@@ -46,6 +46,7 @@ class RankContext:
     out_dir: Path
     fingerprints_only: bool = False  # reference checks: report hashes, write no output files
     commands: Optional[CommandReader] = None  # the parent drives the timed phase (evaluations)
+    salt: str = ""  # this rank's secret, mixed into its own inputs (problems.spec.Case.salt)
 
 
 def build_groups(problem: Problem, world_size: int, rank: int) -> dict[str, Any]:
@@ -106,7 +107,7 @@ class TaskRunner:
 
     def inputs(self, seed: int) -> dict[str, Any]:
         case = self.problem.case(self.ctx.world_size, self.task["size"], self.dtype,
-                                 rank=self.ctx.rank, seed=seed, device=self.ctx.device)
+                                 rank=self.ctx.rank, seed=seed, device=self.ctx.device, salt=self.ctx.salt)
         return self.problem.make_inputs(case)
 
     def call(self, inputs: dict[str, Any]) -> Any:

@@ -106,9 +106,12 @@ class Case(Setting):
     rank: int = 0
     seed: int = 0
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    # Mixed into this rank's own streams, never the shared ones: in an evaluation each rank gets a
+    # secret of its own, so knowing the seed is not enough to rebuild a peer's inputs.
+    salt: str = ""
 
     def generator(self, stream: str, *, shared: bool = False) -> torch.Generator:
-        owner = "shared" if shared else f"rank{self.rank}"
+        owner = "shared" if shared else f"rank{self.rank}" + (f":{self.salt}" if self.salt else "")
         gen = torch.Generator(device=self.device)
         gen.manual_seed(_derive_seed(self.seed, stream, owner))
         return gen
@@ -187,10 +190,10 @@ class Problem:
         return Setting(world_size, size, dtype or self.default_dtype, self.sizes[size])
 
     def case(self, world_size: int, size: str, dtype: torch.dtype | None, *, rank: int,
-             seed: int, device: torch.device | str) -> Case:
+             seed: int, device: torch.device | str, salt: str = "") -> Case:
         self.check_setting(world_size, size, dtype)
         return Case(world_size, size, dtype or self.default_dtype, self.sizes[size],
-                    rank=rank, seed=seed, device=torch.device(device))
+                    rank=rank, seed=seed, device=torch.device(device), salt=salt)
 
     def check_setting(self, world_size: int, size: str, dtype: torch.dtype | None) -> None:
         if world_size not in self.world_sizes:

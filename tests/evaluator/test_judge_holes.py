@@ -76,3 +76,10 @@ def test_a_forged_answer_to_a_timed_block_is_a_protocol_violation():
     assert report["failure"]["failure_class"] == "protocol_violation"
     assert "twice" in report["failure"]["message"]
     assert report["timing"] is None
+
+
+def test_the_seeds_in_the_job_do_not_rebuild_a_peers_inputs():
+    report = run("rebuilds_peer_inputs")
+    assert report["verdict"] == "fail"
+    assert report["failure"]["failure_class"] == "value_mismatch"
+    assert report["failure"]["trial"] == 0
