@@ -89,13 +89,11 @@ class DrivenFailure(Exception):
 
 class PairedTimer:
     def __init__(self, candidate: SideRun, reference: SideRun, cfg: TimingConfig, *,
-                 step_s: float, on_round: Optional[Callable[[int, float], None]] = None,
-                 snapshot: Optional[Callable[[], Any]] = None) -> None:
+                 step_s: float, snapshot: Optional[Callable[[], Any]] = None) -> None:
         self.cand = SideBlocks(candidate, "candidate")
         self.ref = SideBlocks(reference, "reference")
         self.cfg = cfg
         self.step_s = step_s  # the longest a single call may take before it counts as hung
-        self.on_round = on_round
         # Taken right after the warm-up and right after the last round, while the GPUs are busy
         # (an idle GPU drops its clocks within moments, and would look like a moved clock).
         self.snapshot = snapshot
@@ -183,7 +181,6 @@ class PairedTimer:
         before = self.busy_snapshot()
         started = time.monotonic()
         reason = "round_cap"
-        interval = (0.0, 0.0)
         while len(rounds) < self.cfg.max_rounds:
             order = (self.cand, self.ref) if len(rounds) % 2 == 0 else (self.ref, self.cand)
             blocks = {}
@@ -191,9 +188,8 @@ class PairedTimer:
                 blocks[id(side)] = self.block(side, calls)
                 side.counted.append(blocks[id(side)])
             cand_ms, ref_ms = blocks[id(self.cand)].median_ms, blocks[id(self.ref)].median_ms
-            rounds.append({"candidate_ms": cand_ms, "reference_ms": ref_ms, "ratio": ref_ms / cand_ms})
-            if self.on_round is not None:
-                self.on_round(len(rounds), rounds[-1]["ratio"])
+            # A call can time at 0 on a coarse clock: floor it at a nanosecond.
+            rounds.append({"candidate_ms": cand_ms, "reference_ms": ref_ms, "ratio": ref_ms / max(cand_ms, 1e-6)})
             if len(rounds) >= self.cfg.min_rounds:
                 ratios = [r["ratio"] for r in rounds]
                 median = statistics.median(ratios)
