@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -28,8 +29,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def provenance() -> str:
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                            text=True).stdout.strip() or "unknown"
+    # A copy of the tree on a device host may carry a stale .git: PKB_COMMIT names the real one.
+    commit = os.environ.get("PKB_COMMIT") or subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip() or "unknown"
     import torch
 
     gpus = ""
