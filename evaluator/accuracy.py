@@ -61,7 +61,10 @@ class Norms:
     def add(self, err: torch.Tensor) -> None:
         if err.numel():
             self.max_abs = max(self.max_abs, float(err.max()))
-            self.squares += float(err.square().sum(dtype=torch.float64))
+            flat = err.reshape(-1)
+            # A dot product: one fused pass (a float64 sum of squares made a copy and was the
+            # judge's slowest step); float32 accumulation is far finer than the 1.25x the rule uses.
+            self.squares += float(torch.dot(flat, flat))
             self.count += err.numel()
 
     @property

@@ -20,6 +20,7 @@ import secrets
 import shutil
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence
 
@@ -35,6 +36,7 @@ from .exact import exact_path, load_exact, room_for_exact
 from .job import CHECKED_COPIES, RankJob, TaskSpec, TrialSpec, call_seed
 from .launcher import ProgressHook, SideResult, SideRun, run_side
 from . import scoring
+from .outputs import hashes_if_unconfined, load_candidate_outputs, tampering
 from .paired import DrivenFailure, PairedTimer, PairedTiming, wait_finished
 from .report import (SCHEMA_VERSION, Failure, FailureClass, RankCheck, Report,
                      Timing, Trial, WallTime, make_failure)
@@ -43,6 +45,10 @@ from .sandbox import unavailable_reason
 from .hardware import clocks
 from .hardware.affinity import rank_cpus
 from .static_checks import read_solution, resolve_dtype, static_failure
+
+# Outputs judged at once in the parent (each holds a few copies of one output in memory).
+JUDGE_THREADS = 4
+
 
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
@@ -171,9 +177,12 @@ class Evaluation:
             candidate = self.run_side("candidate", workdir)
             if not candidate.ok:
                 return self.report(candidate.failure, [], None, candidate, None)
+            hashes = hashes_if_unconfined(candidate, workdir)
             reference = self.run_side("reference", workdir)
             if not reference.ok:
                 return self.report(reference.failure, [], None, candidate, reference)
+            if (tampered := tampering(hashes, workdir)) is not None:
+                return self.report(tampered, [], None, candidate, reference)
             trials, failure = self.judge(workdir)
             return self.report(failure, trials, None, candidate, reference)
 
@@ -201,7 +210,7 @@ class Evaluation:
         candidate = candidate_run.end()
         if not candidate.ok:
             return self.report(candidate.failure, [], None, candidate, reference_run.end())
-        hashes = _hash_outputs(workdir / "candidate")
+        hashes = hashes_if_unconfined(candidate, workdir)
         timed_calls = timer.kept_calls(slots)
         missing = self.missing_timed_outputs(timed_calls, workdir / "candidate")
         if missing is not None:
@@ -212,11 +221,7 @@ class Evaluation:
         reference = reference_run.end()
         if not reference.ok:
             return self.report(reference.failure, [], None, candidate, reference)
-        changed = [name for name, digest in _hash_outputs(workdir / "candidate").items()
-                   if hashes.get(name) != digest]
-        if changed:
-            tampered = make_failure(FailureClass.PROTOCOL_VIOLATION,
-                                    f"candidate output files changed after its ranks finished: {changed[:3]}")
+        if (tampered := tampering(hashes, workdir)) is not None:
             return self.report(tampered, [], None, candidate, reference)
         trials, failure = self.judge(workdir, timed_calls)
         timing = None
@@ -235,34 +240,42 @@ class Evaluation:
                                     f"found {found[:8]}", rank=rank)
         return None
 
+    def check_rank(self, workdir: Path, label: str, reference_label: str, rank: int) -> Optional[list[Any]]:
+        """One rank's output checks for one trial; None when the candidate's file is unreadable."""
+        reference_path = workdir / "reference" / f"task0_{reference_label}_rank{rank}.pt"
+        want = torch.load(reference_path, weights_only=True)
+        exact = load_exact(exact_path(reference_path))
+        got = load_candidate_outputs(workdir / "candidate" / f"task0_{label}_rank{rank}.pt")
+        return None if got is None else list(compare_outputs(got, want, self.problem.tolerance(self.dtype), exact))
+
     def judge(self, workdir: Path, timed_calls: Sequence[int] = ()) -> tuple[list[Trial], Optional[Failure]]:
-        tol = self.problem.tolerance(self.dtype)
-        trials: list[Trial] = []
-        failure: Optional[Failure] = None
         labels = [(i, s, "correctness", f"trial{i}", f"trial{i}") for i, s in enumerate(self.seeds)]
         # Timed calls, recomputed by the reference as trials after the seeded ones.
         labels += [(len(self.seeds) + i, call_seed(self.timing_seed, n), "timed", f"timed{n}",
                     f"trial{len(self.seeds) + i}") for i, n in enumerate(timed_calls)]
-        for index, seed, kind, label, reference_label in labels:
+        items = [(label, reference_label, rank) for _, _, _, label, reference_label in labels
+                 for rank in range(self.config.world_size)]
+        # Several outputs at once: each check is a few memory-bound passes that release the GIL.
+        with ThreadPoolExecutor(max_workers=JUDGE_THREADS) as pool:
+            checked = iter(list(pool.map(lambda item: self.check_rank(workdir, *item), items)))
+        trials: list[Trial] = []
+        failure: Optional[Failure] = None
+        for index, seed, kind, label, _ in labels:
             ranks: list[RankCheck] = []
             for rank in range(self.config.world_size):
-                reference_path = workdir / "reference" / f"task0_{reference_label}_rank{rank}.pt"
-                want = torch.load(reference_path, weights_only=True)
-                exact = load_exact(exact_path(reference_path))
-                got = _load_candidate_outputs(workdir / "candidate" / f"task0_{label}_rank{rank}.pt")
-                if got is None:
+                checks = next(checked)
+                if checks is None:
                     # The harness writes every file before its rank says "done": a missing or
                     # unreadable one means candidate code got in the way.
                     return trials, make_failure(FailureClass.PROTOCOL_VIOLATION,
-                                            f"rank {rank}: no readable outputs for {label} although the "
-                                            "rank reported success", rank=rank, trial=index)
-                checks = compare_outputs(got, want, tol, exact)
+                                                f"rank {rank}: no readable outputs for {label} although the "
+                                                "rank reported success", rank=rank, trial=index)
                 ranks.append(RankCheck(rank=rank, passed=all(c["status"] == "ok" for c in checks), outputs=checks))
                 bad = next((c for c in checks if c["status"] != "ok"), None)
                 if bad is not None and failure is None:
                     what = f"timed call {label.removeprefix('timed')}" if kind == "timed" else f"trial {index}"
                     failure = make_failure(FailureClass(bad["status"]), f"rank {rank}, {what}: {describe(bad)}",
-                                       rank=rank, trial=index, output=bad["index"])
+                                           rank=rank, trial=index, output=bad["index"])
             trials.append(Trial(index=index, seed=seed, kind=kind,  # type: ignore[typeddict-item]
                                 passed=all(r["passed"] for r in ranks), ranks=ranks))
         return trials, failure
@@ -307,27 +320,6 @@ class Evaluation:
                                compile_s=compile_s),
             started_at=self.started_at, finished_at=finished,
         )
-
-
-def _load_candidate_outputs(path: Path) -> Optional[list[torch.Tensor]]:
-    try:
-        outputs = torch.load(path, weights_only=True)
-    except Exception:  # noqa: BLE001 - missing, truncated or not a tensor file: all the same here
-        return None
-    if not isinstance(outputs, list) or not all(isinstance(t, torch.Tensor) for t in outputs):
-        return None
-    return outputs
-
-
-def _hash_outputs(folder: Path) -> dict[str, str]:
-    digests = {}
-    for path in sorted(folder.glob("*.pt")):
-        digest = hashlib.sha256()
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 22), b""):
-                digest.update(block)
-        digests[path.name] = digest.hexdigest()
-    return digests
 
 
 def evaluate(config: EvalConfig, on_progress: Optional[ProgressHook] = None) -> Report:
