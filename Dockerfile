@@ -23,7 +23,7 @@ COPY docs docs
 COPY templates templates
 COPY static static
 COPY manage.py ./
-RUN PKB_SECRET_KEY=build DATABASE_URL=sqlite:////tmp/build.sqlite3 PKB_BROKER_URL=redis://localhost \
+RUN PKB_SECRET_KEY=build-only-not-a-secret-0123456789-abcdefghijklmnopqrstuvwxyz DATABASE_URL=sqlite:////tmp/build.sqlite3 PKB_BROKER_URL=redis://localhost \
     python manage.py collectstatic --noinput
 
 RUN useradd --create-home pkb && mkdir -p /app/var && chown pkb /app/var

@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
 
-.PHONY: install up test test-fast lint
+.PHONY: install up prod test test-fast lint
 
 install: $(STAMP)
 
@@ -20,6 +20,19 @@ $(STAMP): pyproject.toml
 
 up: install
 	$(PY) manage.py pkb_up
+
+# The production stack on this machine: gunicorn + whitenoise, the machine's PostgreSQL (database
+# pkb) and Redis (db 0), a worker per CPU hardware queue, the reaper. No TLS here: PKB_HTTPS=0.
+PROD_ENV = DJANGO_SETTINGS_MODULE=portal.settings.production \
+	PKB_SECRET_KEY="$$(cat var/secret_key)" PKB_ALWAYS_LOCAL_CPU=1 \
+	DATABASE_URL="$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/pkb}" \
+	PKB_BROKER_URL="$${PKB_BROKER_URL:-redis://127.0.0.1:6379/0}" PKB_HTTPS="$${PKB_HTTPS:-0}"
+
+var/secret_key:
+	mkdir -p var && $(PY) -c 'import secrets; print(secrets.token_urlsafe(50))' > $@ && chmod 600 $@
+
+prod: install var/secret_key
+	$(PROD_ENV) $(PY) manage.py pkb_up --production
 
 # The whole suite with the sandbox on, then the judge's own tests again with it off: verdicts
 # must not depend on a host's ability to confine.

@@ -5,6 +5,7 @@ from __future__ import annotations
 # Relative to the API root (/api/v1/); the portal's URL patterns are built from these.
 STATUS_ROUTE = "worker/submissions/<int:pk>/status/"
 REPORT_ROUTE = "worker/submissions/<int:pk>/report/"
+SWEEP_ROUTE = "worker/submissions/<int:pk>/sweep/"  # the sweep report, after the evaluation's
 API_ROOT = "/api/v1/"
 
 
@@ -19,3 +20,7 @@ def status_url(submission_url_: str) -> str:
 
 def report_url(submission_url_: str) -> str:
     return submission_url_.rstrip("/") + "/report/"
+
+
+def sweep_url(submission_url_: str) -> str:
+    return submission_url_.rstrip("/") + "/sweep/"

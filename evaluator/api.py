@@ -22,7 +22,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
 
@@ -32,6 +32,7 @@ from problems.spec import _derive_seed, dtype_name
 from . import __version__
 from .compare import compare_outputs, describe
 from .config import EvalConfig, Limits, ResourceLimits
+from .digest import outputs_digest
 from .exact import exact_path, load_exact, room_for_exact
 from .job import CHECKED_COPIES, RankJob, TaskSpec, TrialSpec, call_seed
 from .launcher import ProgressHook, SideResult, SideRun, run_side
@@ -194,7 +195,8 @@ class Evaluation:
                 return self.report(run.failure, [], None, candidate_run.end(), reference_run.end())
         gpus = clocks.visible_gpus(self.config.world_size) if self.config.device == "cuda" else []
         timer = PairedTimer(candidate_run, reference_run, self.timing, step_s=self.config.limits.step_s,
-                            snapshot=(lambda: clocks.snapshot(gpus)) if gpus else None)
+                            snapshot=(lambda: clocks.snapshot(gpus)) if gpus else None,
+                            clock="ranks" if self.config.device == "cuda" else "parent")
         try:
             paired = timer.run()
         except DrivenFailure as exc:
@@ -223,7 +225,7 @@ class Evaluation:
             return self.report(reference.failure, [], None, candidate, reference)
         if (tampered := tampering(hashes, workdir)) is not None:
             return self.report(tampered, [], None, candidate, reference)
-        trials, failure = self.judge(workdir, timed_calls)
+        trials, failure = self.judge(workdir, timed_calls, returned=timer.cand.digests_of)
         timing = None
         if failure is None:
             timing, failure = self.score(paired, clocks.compare(*timer.snapshots) if gpus else None)
@@ -240,20 +242,37 @@ class Evaluation:
                                     f"found {found[:8]}", rank=rank)
         return None
 
-    def check_rank(self, workdir: Path, label: str, reference_label: str, rank: int) -> Optional[list[Any]]:
-        """One rank's output checks for one trial; None when the candidate's file is unreadable."""
+    def check_rank(self, workdir: Path, label: str, reference_label: str, rank: int,
+                   returned: Optional[list[str]] = None) -> Optional[list[Any]] | Failure:
+        """One rank's output checks for one trial; None when the candidate's file is unreadable;
+        a failure when a timed call's saved outputs are not what it returned (``returned``:
+        their digests as the rank sent them right after the call)."""
+        got = load_candidate_outputs(workdir / "candidate" / f"task0_{label}_rank{rank}.pt")
+        if got is None:
+            return None
+        if returned is not None and outputs_digest(got) != returned:
+            return make_failure(FailureClass.PROTOCOL_VIOLATION,
+                                f"rank {rank}: the saved outputs of {label.replace('timed', 'timed call ')} are not "
+                                "what the call returned (they changed between the call and the save)", rank=rank)
         reference_path = workdir / "reference" / f"task0_{reference_label}_rank{rank}.pt"
         want = torch.load(reference_path, weights_only=True)
         exact = load_exact(exact_path(reference_path))
-        got = load_candidate_outputs(workdir / "candidate" / f"task0_{label}_rank{rank}.pt")
-        return None if got is None else list(compare_outputs(got, want, self.problem.tolerance(self.dtype), exact))
+        return list(compare_outputs(got, want, self.problem.tolerance(self.dtype), exact))
 
-    def judge(self, workdir: Path, timed_calls: Sequence[int] = ()) -> tuple[list[Trial], Optional[Failure]]:
+    def judge(self, workdir: Path, timed_calls: Sequence[int] = (),
+              returned: Callable[[int], Optional[list[list[str]]]] = lambda call: None,
+              ) -> tuple[list[Trial], Optional[Failure]]:
         labels = [(i, s, "correctness", f"trial{i}", f"trial{i}") for i, s in enumerate(self.seeds)]
         # Timed calls, recomputed by the reference as trials after the seeded ones.
         labels += [(len(self.seeds) + i, call_seed(self.timing_seed, n), "timed", f"timed{n}",
                     f"trial{len(self.seeds) + i}") for i, n in enumerate(timed_calls)]
-        items = [(label, reference_label, rank) for _, _, _, label, reference_label in labels
+        def digests(label: str, rank: int) -> Optional[list[str]]:
+            if not label.startswith("timed"):
+                return None
+            per_rank = returned(int(label.removeprefix("timed")))
+            return per_rank[rank] if per_rank is not None else None
+
+        items = [(label, reference_label, rank, digests(label, rank)) for _, _, _, label, reference_label in labels
                  for rank in range(self.config.world_size)]
         # Several outputs at once: each check is a few memory-bound passes that release the GIL.
         with ThreadPoolExecutor(max_workers=JUDGE_THREADS) as pool:
@@ -264,6 +283,8 @@ class Evaluation:
             ranks: list[RankCheck] = []
             for rank in range(self.config.world_size):
                 checks = next(checked)
+                if isinstance(checks, dict):
+                    return trials, dict(checks, trial=index)  # type: ignore[return-value]
                 if checks is None:
                     # The harness writes every file before its rank says "done": a missing or
                     # unreadable one means candidate code got in the way.
@@ -293,13 +314,7 @@ class Evaluation:
         software = {}
         if candidate is not None and candidate.ready:
             software = dict(next(iter(candidate.ready.values())).get("software") or {})
-        compile_s = None
-        if candidate is not None:
-            # Builds can happen at import (before READY) or on the first call (before DONE);
-            # each event carries the rank's running total.
-            events = list(candidate.ready.values()) + list(candidate.done.values())
-            values = [e["compile_s"] for e in events if isinstance(e.get("compile_s"), (int, float))]
-            compile_s = max(values) if values else None
+        compile_s = build_seconds(candidate) if candidate is not None else None
         finished = _now()
         return Report(
             schema_version=SCHEMA_VERSION, evaluator_version=__version__,
@@ -320,6 +335,17 @@ class Evaluation:
                                compile_s=compile_s),
             started_at=self.started_at, finished_at=finished,
         )
+
+
+def build_seconds(side: SideResult) -> Optional[float]:
+    """The slowest rank's build time: on our clock where the rank announced its builds
+    (evaluator/builds.py), else the running totals its events carry (import, first call, or
+    the error that ended it)."""
+    if side.build_s:
+        return max(side.build_s.values())
+    events = list(side.ready.values()) + list(side.done.values()) + list(side.errors)
+    values = [e["compile_s"] for e in events if isinstance(e.get("compile_s"), (int, float))]
+    return max(values) if values else None
 
 
 def evaluate(config: EvalConfig, on_progress: Optional[ProgressHook] = None) -> Report:

@@ -26,6 +26,8 @@ TIMES = "times"
 WAITING = "waiting"  # the rank waits for the parent's timing commands
 ERROR = "error"
 DONE = "done"
+BUILD = "build"  # the rank starts compiling (evaluator/builds.py): held to the build limit meanwhile
+BUILT = "built"
 
 
 class RankChannel:

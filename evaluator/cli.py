@@ -1,4 +1,6 @@
-"""The ``pkb`` command line: eval, problems, check-references, probe."""
+"""The ``pkb`` command line: eval, sweep, problems, check-references, probe (local, this module),
+and login, submit, run, prompt, agent (remote: a PKB Portal, ``pkb_client``, which needs neither
+torch nor Django; they are dispatched before anything here imports torch)."""
 
 from __future__ import annotations
 
@@ -14,29 +16,47 @@ from contract import progress
 from .config import EvalConfig, Limits
 
 
-def _add_eval(sub: Any) -> None:
-    p = sub.add_parser("eval", help="evaluate a candidate solution file against a problem")
-    p.add_argument("--problem", required=True, help="problem slug (see `pkb problems`)")
+def _add_candidate_run(p: Any, problem_help: str, what: str) -> None:
+    """The arguments `pkb eval` and `pkb sweep` share: which candidate, where, how judged."""
+    p.add_argument("--problem", required=True, help=problem_help)
     p.add_argument("--solution", required=True, type=Path, help="Python file defining solution(...)")
     p.add_argument("--world-size", type=int, required=True)
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("--dtype", default=None, help="bfloat16, float32 or float16 (default: the problem's)")
-    p.add_argument("--size", default="default", help="size preset: small or default")
-    p.add_argument("--trials", type=int, default=5)
-    p.add_argument("--seed", type=int, default=None, help="base seed (default: a fresh secret one)")
-    p.add_argument("--no-timing", action="store_true", help="check correctness only")
+    p.add_argument("--trials", type=int, default=5, help="correctness trials (of each evaluation)")
+    p.add_argument("--seed", type=int, default=None, help="base seed (default: fresh secret ones)")
     p.add_argument("--hardware", default=None, help="hardware profile id for the roofline")
     p.add_argument("--startup-timeout", type=float, default=Limits.startup_s)
     p.add_argument("--step-timeout", type=float, default=Limits.step_s)
+    p.add_argument("--report-fd", type=int, default=None,
+                   help=f"also write the {what} to this inherited descriptor, then close it (for workers)")
+    p.add_argument("--no-sandbox", action="store_true",
+                   help="run candidate code unconfined, with your rights (the report says sandbox: off)")
+
+
+def _add_eval(sub: Any) -> None:
+    p = sub.add_parser("eval", help="evaluate a candidate solution file against a problem")
+    _add_candidate_run(p, "problem slug (see `pkb problems`)", "report")
+    p.add_argument("--size", default="default", help="size preset: small or default")
+    p.add_argument("--no-timing", action="store_true", help="check correctness only")
     p.add_argument("--deadline", type=float, default=None,
                    help="seconds the whole evaluation may take; each side's limit is cut to fit")
     p.add_argument("--json", type=Path, default=None, help="write the report here")
-    p.add_argument("--report-fd", type=int, default=None,
-                   help="also write the report to this inherited descriptor, then close it (for workers)")
-    p.add_argument("--no-sandbox", action="store_true",
-                   help="run candidate code unconfined, with your rights (the report says sandbox: off)")
     p.add_argument("--progress", action="store_true",
                    help="print one 'PKB-PROGRESS {json}' line to stderr per step (for workers)")
+
+
+def _add_sweep(sub: Any) -> None:
+    p = sub.add_parser("sweep", help="evaluate a candidate over a range of message sizes (docs/sweeps.md)")
+    _add_candidate_run(p, "a problem that declares a sweep axis", "sweep report")
+    p.add_argument("--sizes", nargs="+", default=None, metavar="BYTES",
+                   help="message sizes, e.g. 4K 64K 1M 16MiB (default: the problem's, 4 KiB-256 MiB "
+                        "for the plain collectives)")
+    p.add_argument("--base", default=None,
+                   help="size preset whose other shape parameters stay fixed (default: the axis's)")
+    p.add_argument("--deadline", type=float, default=None,
+                   help="seconds the whole sweep may take; sizes that cannot finish in time are skipped")
+    p.add_argument("--out", "--json", dest="out", type=Path, default=None, help="write the sweep report here")
 
 
 def _add_problems(sub: Any) -> None:
@@ -68,26 +88,57 @@ def _add_probe(sub: Any) -> None:
                    help="GPUs to measure (default: all) or gloo ranks on CPU (default: 2)")
 
 
+def _config(args: argparse.Namespace, **extra: Any) -> EvalConfig:
+    """The evaluation the shared arguments describe (``_add_candidate_run``)."""
+    if args.no_sandbox:
+        print(f"pkb {args.command}: warning: --no-sandbox: the candidate runs with your rights, network and files",
+              file=sys.stderr)
+    return EvalConfig(problem=args.problem, solution_path=args.solution, world_size=args.world_size,
+                      device=args.device, dtype=args.dtype, trials=args.trials, seed=args.seed,
+                      hardware_profile=args.hardware,
+                      limits=Limits(startup_s=args.startup_timeout, step_s=args.step_timeout),
+                      sandbox=not args.no_sandbox, deadline_s=args.deadline, **extra)
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from .api import evaluate
 
-    config = EvalConfig(problem=args.problem, solution_path=args.solution, world_size=args.world_size,
-                        device=args.device, dtype=args.dtype, size=args.size, trials=args.trials,
-                        seed=args.seed, timing=not args.no_timing, hardware_profile=args.hardware,
-                        limits=Limits(startup_s=args.startup_timeout, step_s=args.step_timeout),
-                        sandbox=not args.no_sandbox, deadline_s=args.deadline)
-    if args.no_sandbox:
-        print("pkb eval: warning: --no-sandbox: the candidate runs with your rights, network and files",
-              file=sys.stderr)
+    config = _config(args, size=args.size, timing=not args.no_timing)
     report = evaluate(config, _print_progress if args.progress else None)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=1))
-    if args.report_fd is not None:
-        with os.fdopen(args.report_fd, "wb") as pipe:
-            pipe.write(json.dumps(report).encode())
+    _hand_over(report, args.json, args.report_fd)
     print(render_summary(report))
     return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from .sweep import parse_bytes, render_table, run_sweep, sweep_points, sweep_problem
+
+    targets = [parse_bytes(text) for text in args.sizes] if args.sizes else None
+    problem = sweep_problem(args.problem)
+    # Checked before anything runs: world size, dtype, base preset.
+    points = sweep_points(problem, args.world_size, args.dtype, targets, args.base)
+    config = _config(args)
+
+    def said(i: int, n: int, point: dict[str, Any]) -> None:
+        what = point["skipped"] or point["verdict"]
+        print(f"pkb sweep: size {i + 1} of {n} ({point['size']}): {what}", file=sys.stderr, flush=True)
+
+    print(f"pkb sweep: {len(points)} sizes of {problem.slug}, one evaluation each", file=sys.stderr)
+    sweep = run_sweep(config, targets=targets, base=args.base, on_point=said,
+                      command="pkb " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["sweep"] else None)
+    _hand_over(sweep, args.out, args.report_fd)
+    print(render_table(sweep))
+    return 0
+
+
+def _hand_over(document: Mapping[str, Any], path: Optional[Path], fd: Optional[int]) -> None:
+    """Write a report to ``path`` and to the inherited descriptor ``fd`` (then closed), where given."""
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(document, indent=1))
+    if fd is not None:
+        with os.fdopen(fd, "wb") as pipe:
+            pipe.write(json.dumps(document).encode())
 
 
 def _print_progress(side: str, event: dict[str, Any]) -> None:
@@ -158,21 +209,50 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
+    import torch
+
     from .hardware import probe
 
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("pkb probe: error: --device cuda needs a visible CUDA GPU and this host has none; "
+              "`pkb probe --device cpu` profiles the CPU over gloo instead", file=sys.stderr)
+        return 2
     profile = probe.probe(args.device, args.out, world_size=args.world_size, profile_id=args.id,
                           command="pkb " + " ".join(sys.argv[1:]))
     print(json.dumps({"id": profile["id"], "roofline": profile["roofline"]}, indent=1))
     return 0
 
 
+REMOTE_COMMANDS = ("login", "submit", "run", "prompt", "agent")
+
+
+def _remote_command(argv: Sequence[str]) -> bool:
+    """Whether the first word that is not an option (or ``--server``'s value) is remote."""
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word == "--server":
+            skip = True
+        elif not word.startswith("-"):
+            return word in REMOTE_COMMANDS
+    return False
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="pkb", description="PKB multi-GPU kernel benchmark")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if _remote_command(argv):
+        from pkb_client.cli import main as remote
+
+        return remote(argv)
+    parser = argparse.ArgumentParser(
+        prog="pkb", description="PKB multi-GPU kernel benchmark",
+        epilog="Remote commands (a PKB Portal; `pkb login --help`): " + ", ".join(REMOTE_COMMANDS))
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_eval, _add_problems, _add_check, _add_probe):
+    for add in (_add_eval, _add_sweep, _add_problems, _add_check, _add_probe):
         add(sub)
     args = parser.parse_args(argv)
-    commands = {"eval": cmd_eval, "problems": cmd_problems, "check-references": cmd_check,
+    commands = {"eval": cmd_eval, "sweep": cmd_sweep, "problems": cmd_problems, "check-references": cmd_check,
                 "probe": cmd_probe}
     try:
         return commands[args.command](args)

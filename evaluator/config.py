@@ -16,10 +16,13 @@ class Limits:
     ``startup_s`` covers process start, process-group set-up, importing the candidate and its
     CUDA builds (a cold nvcc build of a torch extension takes ~40 s on a small host). ``step_s``
     covers one correctness trial or one timed phase. ``total_s`` bounds a whole side.
+    ``build_s`` replaces the others while a rank says it is compiling (evaluator/builds.py):
+    a build inside the first call is not held to the per-step limit.
     """
 
     startup_s: float = 240.0
     step_s: float = 60.0
+    build_s: float = 600.0
     total_s: float = 900.0
     kill_grace_s: float = 2.0  # between SIGTERM and SIGKILL
     error_grace_s: float = 3.0  # after a first rank reports an error, to collect the others'

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from .channel import DONE, ERROR, READY, STEP, TIMES, WAITING, new_token, parse_lines
+from .channel import BUILD, BUILT, DONE, ERROR, READY, STEP, TIMES, WAITING, new_token, parse_lines
 from .config import Limits, ResourceLimits
 from .job import CHECKED_COPIES, RankJob
 from .report import Failure, FailureClass, make_failure
@@ -72,6 +72,7 @@ class SideRun(SideDiagnosis):
         self.box: Any = None
         self.selector: Optional[selectors.BaseSelector] = None
         self.started = time.monotonic()
+        self.build_ended_at = 0.0  # when a rank last finished a build (peers waited for it)
 
     def rank_job(self, box: Any) -> RankJob:
         """The job as the ranks see it: paths inside their box, the solution copied in."""
@@ -227,14 +228,23 @@ class SideRun(SideDiagnosis):
         return SideResult(self.side, self.failure, self.ready, self.done, self.times, self.errors,
                           time.monotonic() - self.started, {s.rank: s.labels for s in self.ranks},
                           self.fingerprints, confined=self.box.confined if self.box is not None else self.sandbox,
-                          blocks=self.blocks)
+                          blocks=self.blocks, build_s=self._build_seconds())
+
+    def _build_seconds(self) -> dict[int, float]:
+        now = time.monotonic()
+        return {s.rank: s.build_s + (now - s.building_since if s.building_since is not None else 0.0)
+                for s in self.ranks if s.build_s or s.building_since is not None}
 
     def _overdue(self, state: RankState, now: float) -> bool:
         if state.finished or state.waiting:
             return False
         if state.deadline is not None:
             return now > state.deadline
-        return now - state.last_progress > self._limit(state)
+        # While any rank builds, its peers wait for it (at a lock or a collective): only the
+        # build limit runs, and their step clocks start again when the build ends.
+        if any(s.building_since is not None for s in self.ranks):
+            return state.building_since is not None and now - state.building_since > self.limits.build_s
+        return now - max(state.last_progress, self.build_ended_at) > self._limit(state)
 
     def _read(self, selector: selectors.BaseSelector, timeout: float) -> None:
         for key, _ in selector.select(timeout=timeout):
@@ -290,9 +300,12 @@ class SideRun(SideDiagnosis):
         kind = event.get("event")
         if event.pop("token", None) != self.token:
             return  # stray or forged writes to the channel prove nothing
-        if kind not in (READY, STEP, TIMES, WAITING, DONE, ERROR):
+        if kind not in (READY, STEP, TIMES, WAITING, DONE, ERROR, BUILD, BUILT):
             return
-        state.last_progress = time.monotonic()
+        now = state.last_progress = time.monotonic()
+        if kind in (BUILD, BUILT):
+            self._on_build(state, kind, now)
+            return
         self._report_progress(state, event)
         if kind == READY:
             state.started = True
@@ -327,6 +340,15 @@ class SideRun(SideDiagnosis):
         elif kind == ERROR:
             self.errors.append(event)
             self.first_problem_at = self.first_problem_at or time.monotonic()
+
+    def _on_build(self, state: RankState, kind: str, now: float) -> None:
+        """A build's time is ours to measure: the rank only says when it starts and ends."""
+        if kind == BUILD and state.building_since is None:
+            state.building_since = now
+        elif kind == BUILT and state.building_since is not None:
+            state.build_s += now - state.building_since
+            state.building_since = None
+            self.build_ended_at = now
 
     def _report_progress(self, state: RankState, event: dict[str, Any]) -> None:
         """Rank 0's steps; in a driven timed phase, its start once (not every block)."""

@@ -52,6 +52,16 @@ class Block:
     def median_ms(self) -> float:
         return statistics.median(self.iterations_ms)
 
+    @property
+    def wall_per_call_ms(self) -> float:
+        """Our own clock's share of the block per call, harness work included."""
+        return self.wall_ms / self.calls
+
+    def time_ms(self, clock: str) -> float:
+        """The block's time per call on ``clock``: ``ranks`` (the median call as the ranks timed
+        it) or ``parent`` (our wall clock, which candidate code cannot stop)."""
+        return self.median_ms if clock == "ranks" else self.wall_per_call_ms
+
 
 @dataclass
 class SideBlocks:
@@ -64,10 +74,18 @@ class SideBlocks:
     copies: int = 0
     per_call_ms: float = 0.0
     counted: list[Block] = field(default_factory=list)
+    # slot -> (call, each rank's digest of that call's outputs as it returned): the latest call
+    # in every slot, which is what the side keeps (digest.py).
+    digests: dict[int, tuple[int, list[list[str]]]] = field(default_factory=dict)
+
+    def digests_of(self, call: int) -> Optional[list[list[str]]]:
+        kept = self.digests.get(call % self.copies) if self.copies else None
+        return kept[1] if kept is not None and kept[0] == call else None
 
 
 @dataclass
 class PairedTiming:
+    clock: str  # "ranks" or "parent": where the ratios' times come from (PairedTimer)
     rounds: list[dict[str, float]]
     speedup: float
     interval: tuple[float, float]
@@ -89,10 +107,15 @@ class DrivenFailure(Exception):
 
 class PairedTimer:
     def __init__(self, candidate: SideRun, reference: SideRun, cfg: TimingConfig, *,
-                 step_s: float, snapshot: Optional[Callable[[], Any]] = None) -> None:
+                 step_s: float, snapshot: Optional[Callable[[], Any]] = None, clock: str = "ranks") -> None:
         self.cand = SideBlocks(candidate, "candidate")
         self.ref = SideBlocks(reference, "reference")
         self.cfg = cfg
+        # Which clock the ratios come from. ``ranks``: what the ranks timed around each call
+        # (CUDA events; bounded by our wall clock in scoring.py). ``parent``: our wall clock per
+        # call, harness work included; on CPU a rank's clock is candidate code's to rebind, and
+        # the harness work is too noisy there to tell a forged time from a slow host.
+        self.clock = clock
         self.step_s = step_s  # the longest a single call may take before it counts as hung
         # Taken right after the warm-up and right after the last round, while the GPUs are busy
         # (an idle GPU drops its clocks within moments, and would look like a moved clock).
@@ -137,11 +160,33 @@ class PairedTimer:
                 FailureClass.PROTOCOL_VIOLATION,
                 f"the {side.name}'s ranks did not report the {calls} calls of timed block {block_id} "
                 "as the harness sends them"))
-        side.calls += calls
         side.copies = int(events[0].get("copies") or 0)  # type: ignore[union-attr]
+        self.keep_digests(side, block_id, calls, events)  # type: ignore[arg-type]
+        side.calls += calls
         return Block(calls, [list(map(float, e["times_ms"])) for e in events],  # type: ignore[index]
                      [list(map(float, e.get("gap_ms") or [])) for e in events],  # type: ignore[union-attr]
                      wall_ms)
+
+    def keep_digests(self, side: SideBlocks, block_id: int, calls: int, events: list[dict[str, Any]]) -> None:
+        """Each rank's digests of what every slot the block wrote keeps at its end (its latest
+        call there): exactly those calls, or the block's answer was not the harness's."""
+        copies = max(side.copies, 1)
+        expected = {side.calls + i: None for i in range(max(0, calls - copies), calls)}
+        per_rank: list[dict[int, list[str]]] = []
+        for event in events:
+            found = event.get("digests")
+            try:
+                digests = {int(call): list(map(str, values)) for call, values in found}  # type: ignore[union-attr]
+            except (TypeError, ValueError):
+                digests = {}
+            if set(digests) != set(expected):
+                raise DrivenFailure(side.name, make_failure(
+                    FailureClass.PROTOCOL_VIOLATION,
+                    f"the {side.name}'s ranks did not digest the outputs that timed block {block_id} "
+                    "left in each slot"))
+            per_rank.append(digests)
+        for call in expected:
+            side.digests[call % copies] = (call, [digests[call] for digests in per_rank])
 
     def warm_up(self) -> None:
         """Blocks of doubling size, alternating sides, until each has run its minimum calls for its
@@ -187,7 +232,7 @@ class PairedTimer:
             for side in order:
                 blocks[id(side)] = self.block(side, calls)
                 side.counted.append(blocks[id(side)])
-            cand_ms, ref_ms = blocks[id(self.cand)].median_ms, blocks[id(self.ref)].median_ms
+            cand_ms, ref_ms = blocks[id(self.cand)].time_ms(self.clock), blocks[id(self.ref)].time_ms(self.clock)
             # A call can time at 0 on a coarse clock: floor it at a nanosecond.
             rounds.append({"candidate_ms": cand_ms, "reference_ms": ref_ms, "ratio": ref_ms / max(cand_ms, 1e-6)})
             if len(rounds) >= self.cfg.min_rounds:
@@ -203,7 +248,7 @@ class PairedTimer:
         seconds = time.monotonic() - started
         self.snapshots = (before, self.busy_snapshot())
         ratios = [r["ratio"] for r in rounds]
-        return PairedTiming(rounds=rounds, speedup=statistics.median(ratios),
+        return PairedTiming(clock=self.clock, rounds=rounds, speedup=statistics.median(ratios),
                             interval=median_interval(ratios, resamples=RESAMPLES), stop_reason=reason,
                             seconds=seconds, candidate=self.cand, reference=self.ref)
 
@@ -241,9 +286,13 @@ class PairedTimer:
         return sorted(chosen)
 
 
-def side_iterations(side: SideBlocks) -> tuple[list[float], list[float], list[float]]:
-    """Counted iterations (slowest rank each), per-rank medians, and every rank's gaps."""
-    iterations = [t for block in side.counted for t in block.iterations_ms]
+def side_iterations(side: SideBlocks, clock: str = "ranks") -> tuple[list[float], list[float], list[float]]:
+    """Counted iterations (slowest rank each; on the parent's clock, each call's share of its
+    block's wall time), per-rank medians as the ranks timed them, and every rank's gaps."""
+    if clock == "ranks":
+        iterations = [t for block in side.counted for t in block.iterations_ms]
+    else:
+        iterations = [block.wall_per_call_ms for block in side.counted for _ in range(block.calls)]
     ranks = len(side.counted[0].per_rank_ms) if side.counted else 0
     per_rank = [statistics.median([t for block in side.counted for t in block.per_rank_ms[r]])
                 for r in range(ranks)]

@@ -61,6 +61,7 @@ def _init(job: RankJob, rank: int):  # type: ignore[no-untyped-def]
 def run(job: RankJob, rank: int, channel, commands=None, salt: str = "") -> None:  # type: ignore[no-untyped-def]
     import problems
 
+    from . import builds
     from .candidate import CandidateError, classify_exception, load_solution
     from .channel import DONE, ERROR, READY
     from .rank_runner import RankContext, TaskRunner
@@ -73,6 +74,8 @@ def run(job: RankJob, rank: int, channel, commands=None, salt: str = "") -> None
     try:
         solution = None
         if job["side"] == "candidate":
+            builds.announce_to(channel.send)
+            builds.watch_torch_extensions()
             first = problems.get(job["tasks"][0]["problem"])
             solution = load_solution(Path(job["solution_path"]), first)
         elif job.get("outputs") != "fingerprints":
@@ -93,7 +96,7 @@ def run(job: RankJob, rank: int, channel, commands=None, salt: str = "") -> None
         error = exc if isinstance(exc, CandidateError) else classify_exception(exc, during=during)
         channel.send(ERROR, task=task.get("task"), failure_class=error.failure_class.value,
                      message=error.message, traceback=error.traceback,
-                     compiler_output=error.compiler_output)
+                     compiler_output=error.compiler_output, compile_s=_compile_seconds())
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(1)
@@ -109,13 +112,11 @@ def _pin(job: RankJob, rank: int) -> None:
             pass  # the cores are not ours to take (a cgroup's cpuset): run where we may
 
 
-def _compile_seconds() -> float | None:
-    try:
-        from . import cuda
-    except ImportError:
-        return None
-    counter = getattr(cuda, "compile_seconds", None)
-    return counter() if callable(counter) else None
+def _compile_seconds() -> float:
+    """Seconds this rank spent in builds (evaluator/builds.py), by its own count."""
+    from .builds import total_seconds
+
+    return total_seconds()
 
 
 def main() -> None:

@@ -224,7 +224,7 @@ class TaskRunner:
         started = _perf_counter()
         while not agreed_stop(len(times) >= cfg["max_iterations"] or _perf_counter() - started >= cfg["max_time_s"]
                               or (len(times) >= cfg["min_iterations"] and _perf_counter() - started >= cfg["min_time_s"])):
-            elapsed, gap = session.block(1)
+            elapsed, gap, _ = session.block(1)
             times += elapsed
             gaps += gap
         ctx.channel.send(TIMES, task=self.task["task"], times_ms=times, gap_ms=gaps,

@@ -8,7 +8,8 @@ and the parent alternates their blocks.
 
 Call n gets inputs of its own (seed ``call_seed(seed, n)``), made outside the timed region into
 slot n % copies of the rotation; the candidate keeps (a clone of) the outputs of the latest call
-in every slot, and saves the slots the parent names only when it says ``finish``.
+in every slot, sends their digests with each block, and saves the slots the parent names only
+when it says ``finish``.
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ from typing import Any, Callable
 import torch
 
 from .channel import TIMES, WAITING
+from .digest import PendingDigest, resolve
 from .job import call_seed
 
 # Bound before candidate code exists: reassigning os.read or json.loads later changes nothing.
 _read = os.read
 _loads = json.loads
+_PendingDigest, _resolve = PendingDigest, resolve
 
 
 class CommandReader:
@@ -71,9 +74,13 @@ class TimingSession:
         self.calls = 0
         self.kept: dict[int, tuple[int, list[torch.Tensor]]] = {}  # slot -> (call, cloned outputs)
 
-    def block(self, calls: int) -> tuple[list[float], list[float]]:
+    def block(self, calls: int) -> tuple[list[float], list[float], list[list[Any]]]:
+        """Run ``calls`` timed calls: their times, GPU gaps, and (when outputs are kept) the
+        digest of the outputs each slot keeps at the end of the block, as ``[call, digests]``
+        (digest.py): what the parent will hold the saved outputs to."""
         times: list[float] = []
         gaps: list[float] = []
+        touched: list[int] = []
         for _ in range(calls):
             n, slot = self.calls, self.calls % self.count
             elapsed_ms, gap_ms, outputs = self.runner.timed_call(self.slots[slot])
@@ -82,9 +89,15 @@ class TimingSession:
             if self.keep_outputs:
                 # Cloned: a candidate may return a buffer it reuses on the next call.
                 self.kept[slot] = (n, [t.detach().clone() for t in outputs])
+                if slot not in touched:
+                    touched.append(slot)
             self.calls += 1
             self.slots[slot] = self.runner.inputs(call_seed(self.seed, n + self.count))
-        return times, gaps
+        # One digest per slot the block wrote, not per call: a slot's earlier calls in the block
+        # can never be checked, and the block's end is on the parent's clock either way.
+        pending = [_PendingDigest(self.kept[slot][1]) for slot in touched]
+        values = _resolve(pending)
+        return times, gaps, [[self.kept[slot][0], value] for slot, value in zip(touched, values)]
 
     def release(self) -> None:
         self.slots.clear()
@@ -100,9 +113,9 @@ def serve(runner: Any, cfg: dict[str, Any], seed: int, commands: CommandReader,
         command = commands.next()
         if command["cmd"] == "block":
             first = session.calls
-            times, gaps = session.block(int(command["calls"]))
+            times, gaps, digests = session.block(int(command["calls"]))
             ctx.channel.send(TIMES, task=task, block=command.get("block"), first_call=first,
-                             times_ms=times, gap_ms=gaps, copies=session.count)
+                             times_ms=times, gap_ms=gaps, digests=digests, copies=session.count)
         elif command["cmd"] == "finish":
             session.release()
             on_finish(session, command)

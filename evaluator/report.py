@@ -180,7 +180,7 @@ class WallTime(TypedDict):
     total_s: float
     reference_s: float
     candidate_s: float
-    compile_s: Optional[float]  # time the candidate spent in evaluator.cuda builds (max over ranks)
+    compile_s: Optional[float]  # the slowest rank's time in builds, failed ones too (evaluator/builds.py)
 
 
 class Report(TypedDict):

@@ -27,6 +27,8 @@ class RankState:
     deadline: Optional[float] = None  # when the command it is working on must be answered
     timing_announced: bool = False  # its driven timed phase was reported as progress
     finished: bool = False
+    building_since: Optional[float] = None  # our clock when the rank said it started a build
+    build_s: float = 0.0  # seconds it spent building, on our clock
     labels: list[str] = field(default_factory=list)  # "task:step" of every completed step
     last_progress: float = field(default_factory=time.monotonic)
 
@@ -44,6 +46,7 @@ class SideResult:
     fingerprints: dict[tuple[int, str, int], list[dict[str, Any]]] = field(default_factory=dict)
     confined: bool = False
     blocks: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict)  # (block, rank) -> TIMES
+    build_s: dict[int, float] = field(default_factory=dict)  # rank -> seconds in builds, on our clock
 
     @property
     def ok(self) -> bool:

@@ -95,19 +95,31 @@ class SideDiagnosis:
         progress = {s.rank: len(s.labels) + (1 if s.started else 0) for s in self.ranks if not s.finished}
         least = min(progress.values())
         stuck = sorted(rank for rank, n in progress.items() if n == least)
-        ahead = sorted(set(range(len(self.ranks))) - set(stuck))
+        # A rank over the build limit (its peers wait for it: they are not the ones stuck).
+        builders = [s.rank for s in self.ranks
+                    if s.building_since is not None and s.deadline is None and not over_total]
+        if builders:
+            stuck, ahead = builders, []
+        else:
+            ahead = sorted(set(range(len(self.ranks))) - set(stuck))
         where = self._progress(stuck[0])
         who = f"rank{'s' if len(stuck) > 1 else ''} {', '.join(map(str, stuck))}"
         if over_total:
             message = f"the side ran past its time limit of {self.limits.total_s:.0f} s; {who} {where}"
+        elif builders:
+            message = f"{who} {where} was still building after {self.limits.build_s:.0f} s (the build limit)"
         elif self.ranks[stuck[0]].deadline is not None:
             message = f"{who} did not finish a timed block in time {where}"
         else:
             message = f"{who} made no progress for {self._limit(self.ranks[stuck[0]]):.0f} s {where}"
         if ahead:
             message += f" while rank{'s' if len(ahead) > 1 else ''} {', '.join(map(str, ahead))} went further"
-        message += ": deadlock or timeout; every rank was killed"
         failure_class = FailureClass.HARNESS_ERROR if self.side == "reference" else FailureClass.DEADLOCK
+        if builders and self.side != "reference":
+            message += ": the build did not finish; every rank was killed"
+            failure_class = FailureClass.COMPILE_ERROR
+        else:
+            message += ": deadlock or timeout; every rank was killed"
         return make_failure(failure_class, message, rank=stuck[0], stacks=stacks, stderr=self._stderr())
 
     def dump_stacks(self, selector: selectors.BaseSelector, box: Any) -> dict[str, str]:

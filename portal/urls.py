@@ -3,12 +3,28 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+
+
+class FaviconRedirect(RedirectView):
+    """Resolved per request: under the manifest storage of production the hashed name exists
+    only after collectstatic, which itself imports this module."""
+
+    permanent = True
+
+    def get_redirect_url(self, *args: object, **kwargs: object) -> str:
+        return static("pkb/favicon.svg")
+
+
 urlpatterns = [
     path("", include("portal.catalog.urls")),
     path("submissions/", include("portal.submissions.urls")),
     path("leaderboard/", include("portal.leaderboards.urls")),
+    path("runs/", include("portal.runs.urls")),
     path("accounts/", include("portal.accounts.urls")),
     path("api/", include("portal.api.urls")),
     path("admin/", admin.site.urls),
-    path("favicon.ico", RedirectView.as_view(url=static("pkb/favicon.svg"), permanent=True)),
+    path("favicon.ico", FaviconRedirect.as_view()),
 ]
+
+# An unreachable database or Redis answers 503 (JSON under /api/), not a bare 500.
+handler500 = "portal.lib.outage.server_error"

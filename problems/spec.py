@@ -153,6 +153,62 @@ class Case(Setting):
 
 GroupLayout = dict[str, list[list[int]]]
 
+# A sweep's default message sizes: 4 KiB to 256 MiB in powers of 4 (nccl-tests' range for NVLink
+# collectives, where latency dominates at the low end and bandwidth at the high end).
+SWEEP_BYTES: tuple[int, ...] = tuple(4 * 2**10 * 4**i for i in range(9))
+SWEEP_PREFIX = "sweep:"
+
+
+def _one(_: Setting) -> int:
+    return 1
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """The size axis a message-size sweep varies (``pkb sweep``, docs/sweeps.md).
+
+    One shape parameter, ``param``, changes; every other parameter keeps its value from the
+    ``base`` preset. A point of the sweep is named by its target message size in bytes; the
+    parameter becomes ``target / unit_bytes(setting)`` rounded to a multiple of
+    ``multiple(setting)`` (at least one multiple), so the point's actual message size is
+    ``param * unit_bytes``. Message size means what nccl-tests' ``size`` column means for
+    ``collective``: the full buffer (all-reduce, broadcast, reduce: the buffer; all-gather and
+    gather: the gathered output; reduce-scatter and scatter: the unsharded input; all-to-all: one
+    rank's send buffer). Its bus-bandwidth factor follows from ``collective`` too.
+    """
+
+    param: str
+    collective: str  # one of COLLECTIVES: the convention for bytes and bus bandwidth
+    unit_bytes: Callable[[Setting], float]  # message bytes per unit of ``param`` in a setting
+    multiple: Callable[[Setting], int] = _one  # ``param`` is rounded to a multiple of this
+    bytes: tuple[int, ...] = SWEEP_BYTES  # the default target message sizes
+    base: str = "default"  # the preset whose other parameters stay fixed
+
+    def param_value(self, setting: Setting, target_bytes: int) -> int:
+        """The parameter's value for a target message size in ``setting`` (its base preset)."""
+        step = max(1, int(self.multiple(setting)))
+        units = target_bytes / self.unit_bytes(setting)
+        return max(step, int(round(units / step)) * step)
+
+    def message_bytes(self, setting: Setting) -> float:
+        return setting[self.param] * self.unit_bytes(setting)
+
+
+def sweep_size(target_bytes: int, base: str | None = None) -> str:
+    """The size name of one sweep point: ``sweep:<bytes>``, or ``sweep:<bytes>:<base preset>``."""
+    return f"{SWEEP_PREFIX}{int(target_bytes)}" + (f":{base}" if base else "")
+
+
+def parse_sweep_size(size: str) -> tuple[int, str | None] | None:
+    """(target bytes, base preset or None) of a sweep size name; None for a plain preset."""
+    if not size.startswith(SWEEP_PREFIX):
+        return None
+    target, _, base = size[len(SWEEP_PREFIX):].partition(":")
+    if not target.isdigit() or int(target) <= 0:
+        raise ValueError(f"sweep size {size!r}: expected {SWEEP_PREFIX}<bytes>[:<base preset>] "
+                         "with a positive whole number of bytes")
+    return int(target), base or None
+
 
 def world_group(world_size: int) -> GroupLayout:
     """The default: one group of every rank, passed to the reference as ``group``."""
@@ -179,6 +235,10 @@ class Problem:
     process_groups: Callable[[int], GroupLayout] = world_group
     may_overwrite: tuple[str, ...] = ()  # inputs the real code updates in place
     tags: tuple[str, ...] = ()  # free-form: "backward", "inference", "latency", ...
+    sweep: Sweep | None = None  # the axis of `pkb sweep`; None: the problem has no sweep
+    # ParallelKernelBench problem ids this problem is the equivalent of (the reference's id, not
+    # the solution file's number): how a PKB-style output directory is imported against this suite.
+    pkb_ids: tuple[int, ...] = ()
 
     @property
     def default_dtype(self) -> torch.dtype:
@@ -187,12 +247,13 @@ class Problem:
     def setting(self, world_size: int, size: str = "default",
                 dtype: torch.dtype | None = None) -> Setting:
         self.check_setting(world_size, size, dtype)
-        return Setting(world_size, size, dtype or self.default_dtype, self.sizes[size])
+        return Setting(world_size, size, dtype or self.default_dtype,
+                       self.size_params(world_size, size, dtype))
 
     def case(self, world_size: int, size: str, dtype: torch.dtype | None, *, rank: int,
              seed: int, device: torch.device | str, salt: str = "") -> Case:
         self.check_setting(world_size, size, dtype)
-        return Case(world_size, size, dtype or self.default_dtype, self.sizes[size],
+        return Case(world_size, size, dtype or self.default_dtype, self.size_params(world_size, size, dtype),
                     rank=rank, seed=seed, device=torch.device(device), salt=salt)
 
     def check_setting(self, world_size: int, size: str, dtype: torch.dtype | None) -> None:
@@ -200,11 +261,31 @@ class Problem:
             why = f" ({self.world_size_note})" if self.world_size_note else ""
             raise ValueError(f"{self.slug} supports world sizes {list(self.world_sizes)}, "
                              f"not {world_size}{why}")
-        if size not in self.sizes:
+        if parse_sweep_size(size) is not None:
+            self.size_params(world_size, size, dtype)  # says what is wrong with the sweep point
+        elif size not in self.sizes:
             raise ValueError(f"{self.slug} has size presets {sorted(self.sizes)}, not {size!r}")
         if dtype is not None and dtype not in self.dtypes:
             names = [dtype_name(d) for d in self.dtypes]
             raise ValueError(f"{self.slug} supports dtypes {names}, not {dtype_name(dtype)}")
+
+    def size_params(self, world_size: int, size: str,
+                    dtype: torch.dtype | None = None) -> Mapping[str, Any]:
+        """The shape parameters of a preset, or of a sweep point (``sweep:<bytes>[:<base>]``):
+        the base preset's, with the sweep parameter set for that message size."""
+        point = parse_sweep_size(size)
+        if point is None:
+            return self.sizes[size]
+        if self.sweep is None:
+            raise ValueError(f"{self.slug} declares no sweep axis, so it has no size {size!r}")
+        target, base = point
+        base = base or self.sweep.base
+        if base not in self.sizes:
+            raise ValueError(f"{self.slug} has size presets {sorted(self.sizes)}; the sweep base "
+                             f"{base!r} is not one of them")
+        params = self.sizes[base]
+        setting = Setting(world_size, base, dtype or self.default_dtype, params)
+        return {**params, self.sweep.param: self.sweep.param_value(setting, target)}
 
     def tolerance(self, dtype: torch.dtype) -> Tolerance:
         return self.tolerances[dtype]
@@ -220,6 +301,6 @@ def ceil_div(a: int, b: int) -> int:
 
 __all__ = [
     "CATEGORIES", "COLLECTIVES", "DTYPE_NAMES", "SIZE_PRESETS", "Case", "GroupLayout", "Problem",
-    "Setting", "Source", "Tolerance", "Traffic", "ceil_div", "dtype_name", "mib",
-    "tolerances", "world_group",
+    "SWEEP_BYTES", "Setting", "Source", "Sweep", "Tolerance", "Traffic", "ceil_div", "dtype_name",
+    "mib", "parse_sweep_size", "sweep_size", "tolerances", "world_group",
 ]

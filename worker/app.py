@@ -12,7 +12,7 @@ def make_app(config: WorkerConfig | None = None) -> Celery:
     celery = Celery("pkb_worker", broker=config.broker_url)
     options: dict[str, object] = {
         # A job outlives its worker: redeliver it if the worker dies mid-run.
-        "visibility_timeout": 2 * config.task_time_limit,
+        "visibility_timeout": config.visibility_timeout_s or 2 * config.task_time_limit,
     }
     if config.broker_url.startswith("filesystem://"):
         options = {"data_folder_in": f"{config.broker_dir}/queue",

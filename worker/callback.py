@@ -15,6 +15,15 @@ log = logging.getLogger(__name__)
 class CallbackRejected(Exception):
     """The portal answered 4xx: retrying will not help (wrong token, already finished)."""
 
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+    @property
+    def already_recorded(self) -> bool:
+        """409: the submission already has its result (this one, posted before, or a peer's)."""
+        return self.code == 409
+
 
 def post(url: str, token: str, payload: dict[str, Any], *, retries: int = 5,
          timeout_s: float = 30.0) -> dict[str, Any]:
@@ -29,7 +38,7 @@ def post(url: str, token: str, payload: dict[str, Any], *, retries: int = 5,
         except urllib.error.HTTPError as exc:
             detail = exc.read()[:500].decode(errors="replace")
             if 400 <= exc.code < 500 and exc.code != 429:
-                raise CallbackRejected(f"{url}: HTTP {exc.code}: {detail}") from None
+                raise CallbackRejected(f"{url}: HTTP {exc.code}: {detail}", exc.code) from None
             log.warning("portal answered %s to %s: %s", exc.code, url, detail)
         except (urllib.error.URLError, OSError) as exc:
             log.warning("could not reach %s: %s", url, exc)

@@ -16,6 +16,7 @@ from typing import Any, Callable
 from contract.gpu import NO_MULTICAST_ENV
 from contract.job import EvalJob
 from contract.progress import parse_line
+from evaluator.sandbox import libc
 
 from . import progress
 from .progress import Progress
@@ -46,6 +47,19 @@ def _kill_session(proc: subprocess.Popen[bytes], grace_s: float = 3.0) -> None:
             continue
 
 
+def _die_with(parent_pid: int) -> Callable[[], None]:
+    """For the evaluator's process: SIGKILL when the worker process dies (a SIGKILLed worker
+    cannot kill the session it started). The sandbox's ranks already die with the evaluator,
+    so nothing of the run outlives the worker; its job is redelivered and run afresh."""
+
+    def arm() -> None:
+        libc.prctl(libc.PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent_pid:  # the worker died before the signal was armed
+            os._exit(1)
+
+    return arm
+
+
 def _pump(stream: Any, sink: list[str], tracker: progress.Tracker,
           on_progress: Callable[[Progress], None]) -> None:
     for raw in iter(stream.readline, b""):
@@ -58,9 +72,11 @@ def _pump(stream: Any, sink: list[str], tracker: progress.Tracker,
 
 
 def run(job: EvalJob, eval_command: list[str], timeout_s: float,
-        on_progress: Callable[[Progress], None] = lambda _: None, extra: tuple[str, ...] = ()) -> RunResult:
-    """Runs `pkb eval --progress` for ``job``, killed after ``timeout_s``; ``on_progress`` gets
-    each step as rank 0 of a side reports. The evaluator's own deadline is a margin shorter."""
+        on_progress: Callable[[Progress], None] = lambda _: None, extra: tuple[str, ...] = (),
+        sweep: bool = False) -> RunResult:
+    """Runs `pkb eval --progress` for ``job`` (``sweep``: its `pkb sweep`), killed after
+    ``timeout_s``; ``on_progress`` gets each step as rank 0 of a side reports. The evaluator's
+    own deadline is a margin shorter."""
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f"pkb-{job.submission_id}-") as tmp:
         solution = Path(tmp) / "solution.py"
@@ -70,9 +86,11 @@ def run(job: EvalJob, eval_command: list[str], timeout_s: float,
         # as a file that something outliving the run could rewrite before we read it.
         report_r, report_w = os.pipe()
         try:
-            proc = subprocess.Popen(job.command(eval_command, solution, report_w, timeout_s, extra), cwd=tmp, env=env,
+            build = job.sweep_command if sweep else job.command
+            proc = subprocess.Popen(build(eval_command, solution, report_w, timeout_s, extra), cwd=tmp, env=env,
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    start_new_session=True, pass_fds=(report_w,))
+                                    start_new_session=True, pass_fds=(report_w,),
+                                    preexec_fn=_die_with(os.getpid()))
         finally:
             os.close(report_w)
         lines: list[str] = []

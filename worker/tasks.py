@@ -8,12 +8,12 @@ import socket
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
-from celery.signals import worker_init
+from celery.signals import worker_init, worker_ready
 
-from contract.callbacks import report_url, status_url, submission_url
-from contract.job import TASK_NAME, EvalJob, JobError
+from contract.callbacks import report_url, status_url, submission_url, sweep_url
+from contract.job import TASK_NAME, EvalJob, JobError, sweep_follows
 
-from . import callback, confinement, progress, runner
+from . import callback, confinement, delivery, progress, runner
 from .app import app
 from .config import WorkerConfig
 
@@ -57,33 +57,56 @@ def evaluate_job(payload: dict[str, Any], config: WorkerConfig | None = None) ->
         result = runner.run(job, config.eval_command, limit, on_progress=sender.put, extra=flags)
     finally:
         sender.close()
-    if result.report is not None:
-        payload: dict[str, Any] = {"report": result.report, "worker": name}
-        outcome = "report"
-    elif result.timed_out:
-        payload = {"error": f"The evaluation ran past the worker's limit of {limit:.0f} s and "
-                            "was killed (all ranks).", "output": result.output_tail, "worker": name}
-        outcome = "timeout"
-    else:
-        payload = {"error": f"The evaluator exited with code {result.exit_code} without writing "
-                            "a report.", "output": result.output_tail, "worker": name}
-        outcome = "no-report"
-    return _post(job, config, payload, outcome)
-
-
-def _post(job: EvalJob, config: WorkerConfig, payload: dict[str, Any], outcome: str) -> str:
-    try:
-        callback.post(report_url(_endpoint(job, config)), job.token, payload, retries=config.post_retries)
-    except callback.CallbackRejected as exc:
-        log.warning("portal refused the result of %s: %s", job.submission_id, exc)
-        return "rejected"
+    payload, outcome = _result_payload(result, "report", "evaluation", "The evaluator", limit, name)
+    outcome = _post(job, config, payload, outcome)
+    if job.sweep and outcome == "report" and result.report is not None and sweep_follows(result.report):
+        return f"{outcome}+{run_sweep(job, config, flags, name)}"
     return outcome
+
+
+def run_sweep(job: EvalJob, config: WorkerConfig, flags: tuple[str, ...], name: str) -> str:
+    """The requested message-size sweep, after a passing evaluation was posted; its report (or
+    why there is none) goes to the submission's sweep endpoint."""
+    limit = min(job.sweep_timeout_s, float(config.max_sweep_s))
+    result = runner.run(job, config.eval_command, limit, extra=flags, sweep=True)
+    payload, outcome = _result_payload(result, "sweep", "sweep", "`pkb sweep`", limit, name)
+    return _post(job, config, payload, outcome, url=sweep_url(_endpoint(job, config)))
+
+
+def _result_payload(result: runner.RunResult, key: str, what: str, program: str, limit: float,
+                    name: str) -> tuple[dict[str, Any], str]:
+    """What to post about a run (its report under ``key``, or why there is none) and the outcome."""
+    prefix = "" if key == "report" else f"{key}-"
+    if result.report is not None:
+        return {key: result.report, "worker": name}, key
+    if result.timed_out:
+        return ({"error": f"The {what} ran past the worker's limit of {limit:.0f} s and was killed (all ranks).",
+                 "output": result.output_tail, "worker": name}, f"{prefix}timeout")
+    return ({"error": f"{program} exited with code {result.exit_code} without writing "
+                      "a report.", "output": result.output_tail, "worker": name}, f"{prefix}no-report")
+
+
+def _post(job: EvalJob, config: WorkerConfig, payload: dict[str, Any], outcome: str,
+          url: str | None = None) -> str:
+    """The result (or the sweep, at ``url``) reaches the portal or stays on disk
+    (worker.delivery): never dropped because the portal was down when the evaluation ended."""
+    answer = delivery.deliver(job.submission_id, url or report_url(_endpoint(job, config)), job.token,
+                              payload, config)
+    if answer == "rejected":
+        log.warning("portal refused the result of %s", job.submission_id)
+    return outcome if answer in ("accepted", "duplicate") else answer
 
 
 @worker_init.connect
 def refuse_to_start_unconfined(**_: Any) -> None:
     """A worker that cannot confine candidates does not take jobs unless its operator said so."""
     confinement.sandbox_flags(WorkerConfig())
+
+
+@worker_ready.connect
+def post_results_left_behind(**_: Any) -> None:
+    """Results a previous run of this worker could not deliver go out first."""
+    delivery.flush_in_background(WorkerConfig())
 
 
 @app.task(name=TASK_NAME, bind=True, acks_late=True, reject_on_worker_lost=True,

@@ -8,6 +8,7 @@ from typing import Any, Optional, Sequence
 
 import torch
 
+from .. import builds
 from . import cache
 from .errors import CompileError
 
@@ -56,7 +57,8 @@ def load_extension(name: str, cuda_source: str, cpp_source: str = "",
     start = time.perf_counter()
     built = False
     try:
-        with cache.exclusive(build_dir.with_suffix(".lock")):
+        with builds.building(f"evaluator.cuda.load_extension({name})"), \
+                cache.exclusive(build_dir.with_suffix(".lock")):
             built = not done.exists()
             try:
                 module = load_inline(**kwargs)

@@ -10,6 +10,7 @@ from typing import Any, Optional, Sequence
 
 import torch
 
+from .. import builds
 from . import cache, nvrtc
 from .errors import CompileError
 
@@ -119,7 +120,8 @@ def compile_cubin(source: str, names: Sequence[str], *, options: Sequence[str] =
     try:
         found = _read_cached(root, key)
         if found is None:
-            with cache.exclusive(root / f"{key}.lock"):
+            with builds.building(f"evaluator.cuda.compile_kernels({', '.join(names)[:100]})"), \
+                    cache.exclusive(root / f"{key}.lock"):
                 found = _read_cached(root, key)
                 if found is None:
                     found = _build(root, key, source, names, options, arch)

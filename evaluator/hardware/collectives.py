@@ -2,7 +2,8 @@
 
 S is the buffer size nccl-tests names: all_reduce the buffer, all_gather the gathered output,
 reduce_scatter the full input, all_to_all one rank's send buffer. algbw = S / t;
-busbw = algbw x (2(n-1)/n for all_reduce, (n-1)/n for the other three). t is the median of
+busbw = algbw x (2(n-1)/n for all_reduce, (n-1)/n for the other three; ``bus_factor`` also
+has broadcast, reduce, gather, scatter and send/recv for sweeps). t is the median of
 per-iteration times on each rank (CUDA events on GPU, wall clock on CPU), then the max over ranks.
 """
 
@@ -27,7 +28,14 @@ OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 
 
 def bus_factor(op: str, n: int) -> float:
-    return 2 * (n - 1) / n if op == "all_reduce" else (n - 1) / n
+    """nccl-tests' bus-bandwidth factor (its PERFORMANCE.md): busbw = algbw x this."""
+    if op == "all_reduce":
+        return 2 * (n - 1) / n
+    if op in ("broadcast", "reduce", "send_recv"):
+        return 1.0
+    if op in ("all_gather", "reduce_scatter", "all_to_all", "gather", "scatter"):
+        return (n - 1) / n
+    raise ValueError(f"no bus-bandwidth factor for {op!r}")
 
 
 def free_port() -> int:

@@ -77,8 +77,13 @@ class ConfinedBox:
             self._send("mapped")
             self.init_pid = int(self._expect("init")["pid"])
             # Its parent (the entry) waits for it, so the number cannot be reused before this.
-            self.init_pidfd = os.pidfd_open(self.init_pid)
-            if os.geteuid() == 0:
+            try:
+                self.init_pidfd = os.pidfd_open(self.init_pid)
+            except ProcessLookupError:
+                # Already gone and reaped (a side whose ranks exited at once, on a loaded host):
+                # nothing of it is left to watch, stop or copy from.
+                self.init_pidfd = None
+            if os.geteuid() == 0 and self.init_pidfd is not None:
                 # The init must keep up with a fork bomb's busy processes to stop them.
                 os.setpriority(os.PRIO_PROCESS, self.init_pid, INIT_NICE)
             self._expect("ready")

@@ -5,15 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from rest_framework import generics, permissions
-from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.views import APIView
 
 from .pagination import Pagination
 from .throttles import AnonThrottle, UserThrottle
+from .tokens import ExpiringTokenAuthentication
 
 
 class APIBase:
-    authentication_classes: list[Any] = [TokenAuthentication, SessionAuthentication]
+    authentication_classes: list[Any] = [ExpiringTokenAuthentication, SessionAuthentication]
     permission_classes: list[Any] = [permissions.IsAuthenticatedOrReadOnly]
     throttle_classes: list[Any] = [AnonThrottle, UserThrottle]
     pagination_class = Pagination

@@ -25,3 +25,10 @@ class SubmitThrottle(_FromSettings, UserRateThrottle):
     """Bursts of uploads; the daily cap (a service rule) bounds the total."""
 
     scope = "submit"
+
+
+class LoginThrottle(_FromSettings, AnonRateThrottle):
+    """Password guesses at auth/token/, counted per client address whoever they claim to be
+    (DRF's own token view has no throttle at all)."""
+
+    scope = "login"

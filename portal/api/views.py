@@ -6,10 +6,9 @@ from typing import Any
 
 from django.conf import settings
 from django.db.models import Prefetch
-from django.shortcuts import get_object_or_404
+from django.http import HttpRequest, JsonResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import permissions, status
-from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -17,19 +16,48 @@ from rest_framework.response import Response
 from portal.catalog.filters import ProblemFilter
 from portal.catalog.models import Hardware, Problem, ProblemVersion
 from portal.catalog.prompts import build_prompt
+from portal.leaderboards import cache as board_cache
 from portal.leaderboards import services as boards
-from portal.submissions.models import Submission
-from portal.submissions.services import submit
+from portal.submissions.models import AIModel, Submission
+from portal.submissions.querysets import with_solved
+from portal.submissions.services import live_hardware, obvious_hardware, preferred_hardware, submit
 from portal.submissions.validation import SubmissionError
 
 from . import serializers as s
+from .errors import ApiError, error_body
 from .base import BaseListView, BaseRetrieveView, BaseView
 from .throttles import SubmitThrottle, UserThrottle
 
 
-def error_response(exc: SubmissionError) -> Response:
-    return Response({"error": {"code": exc.code, "message": exc.message, "field": exc.field}},
-                    status=exc.status)
+class ApiRoot(BaseView):
+    """Where to start: every endpoint of the API, the schema and the docs, as absolute URLs."""
+
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request) -> Response:
+        def url(path: str) -> str:
+            return request.build_absolute_uri(path)
+
+        return Response({
+            "name": settings.SPECTACULAR_SETTINGS["TITLE"], "version": "v1",
+            "endpoints": {
+                "problems": url("/api/v1/problems/"), "hardware": url("/api/v1/hardware/"),
+                "prompt": url("/api/v1/prompt/"), "submissions": url("/api/v1/submissions/"),
+                "model_leaderboard": url("/api/v1/leaderboards/models/"),
+                "problem_leaderboard": url("/api/v1/leaderboards/problems/") + "{slug}/",
+                "compare": url("/api/v1/compare/"), "token": url("/api/v1/auth/token/")},
+            "schema": url("/api/schema/"), "docs": url("/api/docs/"), "redoc": url("/api/redoc/"),
+            "auth": "Authorization: Token <key>; reads are public, writes need a token",
+            "errors": '{"error": {"code", "message", "field"}} with a 4xx or 5xx status',
+        })
+
+
+def not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+    """An unknown path under /api/: the API's error shape, not Django's HTML page."""
+    return JsonResponse(error_body("not_found", f"No API endpoint at {request.path}; "
+                                   "GET /api/v1/ lists them."), status=404)
+
+
+BUSIEST = "default: the hardware with the most finished results"
 
 
 def _versions() -> Prefetch:
@@ -47,9 +75,15 @@ class ProblemList(BaseListView):
 
 
 class ProblemDetail(BaseRetrieveView):
+    """One problem; ``solved`` as in the list (on ``hardware`` where given)."""
+
     serializer_class = s.ProblemDetailSerializer
     lookup_field = "slug"
-    queryset = Problem.objects.prefetch_related(_versions())
+
+    def get_queryset(self) -> Any:
+        slug = self.request.query_params.get("hardware", "")
+        hw = Hardware.objects.filter(slug=slug).first() if slug else None
+        return with_solved(Problem.objects.prefetch_related(_versions()), hw.pk if hw else None)
 
 
 class HardwareList(BaseListView):
@@ -64,27 +98,49 @@ class HardwareDetail(BaseRetrieveView):
 
 
 def _hardware(slug: str | None) -> Hardware:
-    hw = Hardware.objects.active().filter(slug=slug).first() if slug else boards.default_hardware()
+    hw = Hardware.objects.active().filter(slug=slug).first() if slug else board_cache.default_hardware()
     if hw is None:
-        raise NotFound(f"no hardware {slug!r}")
+        known = ", ".join(Hardware.objects.active().values_list("slug", flat=True))
+        raise ApiError("unknown_hardware", f"No hardware {slug!r}; known: {known}.", field="hardware")
     return hw
+
+
+def _problem_version(slug: str, *, field: str | None = "problem") -> ProblemVersion:
+    """The current version of an active problem, or a refusal naming the problem."""
+    problem = Problem.objects.active().filter(slug=slug).first()
+    if problem is None:
+        if field is None:  # named in the path: a missing resource
+            raise ApiError("not_found", f"No problem {slug!r}.", status_code=status.HTTP_404_NOT_FOUND)
+        raise ApiError("unknown_problem" if slug else "missing_field",
+                       f"No problem {slug!r}; GET /api/v1/problems/ lists them." if slug
+                       else "problem: name a problem by its slug.", field=field)
+    version = problem.current_version()
+    if version is None:
+        raise ApiError("unknown_problem", f"{slug} has no loaded version.", field=field,
+                       status_code=status.HTTP_404_NOT_FOUND if field is None else 400)
+    return version
 
 
 class Prompt(BaseView):
     @extend_schema(parameters=[OpenApiParameter("problem", str, required=True),
-                               OpenApiParameter("hardware", str, required=True),
-                               OpenApiParameter("backend", str, enum=["torch", "triton", "cuda"])],
+                               OpenApiParameter("hardware", str, description=(
+                                   "default: hardware a live worker serves (the one with the most "
+                                   "results), else the hardware with the most results")),
+                               OpenApiParameter("backend", str, enum=["torch", "triton", "cuda"],
+                                                default="torch")],
                    responses={200: dict})
     def get(self, request: Request) -> Response:
         """The full prompt a bot needs: problem, reference, shapes, world size, hardware facts."""
-        problem = get_object_or_404(Problem.objects.active(), slug=request.query_params.get("problem", ""))
-        version = problem.current_version()
-        if version is None:
-            raise NotFound("problem has no loaded version")
+        version = _problem_version(request.query_params.get("problem", "").strip())
         backend = request.query_params.get("backend", "torch")
         if backend not in ("torch", "triton", "cuda"):
-            raise ValidationError({"backend": "torch, triton or cuda"})
-        return Response(build_prompt(version, _hardware(request.query_params.get("hardware")), backend))
+            raise ApiError("invalid_choice", f"backend: {backend!r} is not one of torch, triton, cuda.",
+                           field="backend")
+        slug = request.query_params.get("hardware")
+        hw = _hardware(slug) if slug else preferred_hardware()
+        if hw is None:
+            raise ApiError("unknown_hardware", "No hardware is loaded.", field="hardware")
+        return Response(build_prompt(version, hw, backend))
 
 
 class SubmissionListCreate(BaseListView):
@@ -112,40 +168,41 @@ class SubmissionListCreate(BaseListView):
                                   | {"source": ""})
         form.is_valid(raise_exception=True)
         data = form.validated_data
-        try:
-            sub = submit(user=request.user, problem=data["problem"], hardware=data["hardware"],
-                         backend=data["backend"], model=data["model"], provider=data["provider"],
-                         source=raw, origin="api")
-        except SubmissionError as exc:
-            return error_response(exc)
+        sub = submit(user=request.user, problem=data["problem"],
+                     hardware=data["hardware"] or _obvious_hardware(data["problem"]),
+                     backend=data["backend"], model=data["model"], provider=data["provider"],
+                     source=raw, origin="api", sweep=data["sweep"], file_name=self._file_name(request))
         body = s.SubmissionDetailSerializer(sub, context={"request": request}).data
         return Response(body, status=status.HTTP_201_CREATED)
+
+    def _file_name(self, request: Request) -> str | None:
+        upload = request.FILES.get("source")
+        return upload.name if upload is not None else None
 
     def _source_bytes(self, request: Request) -> bytes:
         upload = request.FILES.get("source")
         if upload is not None:
             if upload.size > settings.PKB_MAX_SOURCE_BYTES:
-                raise _Refused(SubmissionError(
+                raise SubmissionError(
                     "source_too_large", f"The file is {upload.size:,} bytes; the limit is "
-                    f"{settings.PKB_MAX_SOURCE_BYTES:,}.", status=413, field="source"))
+                    f"{settings.PKB_MAX_SOURCE_BYTES:,}.", status=413, field="source")
             return upload.read()
         text = request.data.get("source")
         if not isinstance(text, str):
-            raise _Refused(SubmissionError("missing_source", "Send the kernel as a file named "
-                                           "`source` (multipart) or as text in `source` (JSON).",
-                                           field="source"))
+            raise SubmissionError("missing_source", "Send the kernel as a file named "
+                                  "`source` (multipart) or as text in `source` (JSON).",
+                                  field="source")
         return text.encode("utf-8", errors="surrogatepass")
 
-    def handle_exception(self, exc: Exception) -> Response:
-        if isinstance(exc, _Refused):
-            return error_response(exc.error)
-        return super().handle_exception(exc)
 
-
-class _Refused(Exception):
-    def __init__(self, error: SubmissionError) -> None:
-        super().__init__(error.message)
-        self.error = error
+def _obvious_hardware(problem: str) -> str:
+    hw = obvious_hardware(problem)
+    if hw is not None:
+        return hw.slug
+    live = ", ".join(h.slug for h in live_hardware()) or "none"
+    raise ApiError("missing_field", f"hardware: more than one hardware runs {problem!r}; name one "
+                   f"(GET /api/v1/hardware/ lists them; with a live worker now: {live}).",
+                   field="hardware")
 
 
 class SubmissionDetail(BaseRetrieveView):
@@ -157,30 +214,42 @@ class SubmissionDetail(BaseRetrieveView):
 
 
 class ModelLeaderboard(BaseView):
-    @extend_schema(parameters=[OpenApiParameter("hardware", str)], responses={200: dict})
+    @extend_schema(parameters=[OpenApiParameter("hardware", str, description=BUSIEST)], responses={200: dict})
     def get(self, request: Request) -> Response:
         """Every model on one hardware: correct, fast_p, pass@k, fast_1@k, geo-mean speedup."""
         hw = _hardware(request.query_params.get("hardware"))
-        track = boards.track(hw)
-        ranked = boards.scores(track)
-        return Response({"hardware": hw.slug, "problems": len(track.problems),
-                         "models": boards.model_table(track, ranked).as_json()["rows"],
-                         "categories": boards.category_table(ranked).as_json()["rows"]})
+
+        def compute() -> dict[str, Any]:
+            track = board_cache.scored_track(hw)
+            ranked = track.ranked()
+            return {"hardware": hw.slug, "problems": len(track.problems),
+                    "models": boards.model_table(track, ranked).as_json()["rows"],
+                    "categories": boards.category_table(ranked).as_json()["rows"]}
+
+        return Response(board_cache.cached("api-models", (hw.pk,), compute))
 
 
 class ProblemLeaderboard(BaseView):
-    @extend_schema(parameters=[OpenApiParameter("hardware", str)], responses={200: dict})
+    @extend_schema(parameters=[OpenApiParameter("hardware", str, description=BUSIEST)], responses={200: dict})
     def get(self, request: Request, slug: str) -> Response:
         """Best correct submission per model on one problem, under the reference baseline."""
-        problem = get_object_or_404(Problem, slug=slug)
-        version = problem.current_version()
-        if version is None:
-            raise NotFound("problem has no loaded version")
-        board = boards.problem_board(version, _hardware(request.query_params.get("hardware")))
-        return Response({"problem": slug, "version": version.version,
-                         "hardware": board.hardware.slug, "baseline_ms": board.baseline_ms,
-                         "baseline": _baseline_json(board.baseline),
-                         "rows": board.table.as_json()["rows"]})
+        version = _problem_version(slug, field=None)
+        hw = _hardware(request.query_params.get("hardware"))
+
+        def compute() -> dict[str, Any]:
+            board = boards.problem_board(version, hw)
+            return {"problem": slug, "version": version.version,
+                    "hardware": board.hardware.slug, "baseline_ms": board.baseline_ms,
+                    "baseline": _baseline_json(board.baseline),
+                    "rows": board.table.as_json()["rows"]}
+
+        return Response(board_cache.cached("api-problem", (version.pk, hw.pk), compute))
+
+
+def _model_names(values: list[str]) -> list[str]:
+    """models=a,b and models=a&models=b mean the same; order kept, repeats dropped."""
+    names = [m.strip() for value in values for m in value.split(",") if m.strip()]
+    return list(dict.fromkeys(names))
 
 
 def _baseline_json(base: boards.Baseline | None) -> dict[str, Any] | None:
@@ -194,16 +263,27 @@ def _baseline_json(base: boards.Baseline | None) -> dict[str, Any] | None:
 
 
 class Compare(BaseView):
-    @extend_schema(parameters=[OpenApiParameter("hardware", str),
-                               OpenApiParameter("models", str, description="comma-separated")],
+    @extend_schema(parameters=[OpenApiParameter("hardware", str, description=BUSIEST),
+                               OpenApiParameter("models", str, required=True, description=(
+                                   "two or more model names: models=a,b or models=a&models=b"))],
                    responses={200: dict})
     def get(self, request: Request) -> Response:
         """Chart data for two or more models: fast_p curves, speedups, categories, failures."""
         hw = _hardware(request.query_params.get("hardware"))
-        names = [m.strip() for m in request.query_params.get("models", "").split(",") if m.strip()]
+        names = _model_names(request.query_params.getlist("models"))
         if len(names) < 2:
-            raise ValidationError({"models": "name two or more models, comma-separated"})
-        track = boards.track(hw)
-        ranked = boards.scores(track, names)
-        return Response({"hardware": hw.slug, "models": boards.model_table(track, ranked).as_json()["rows"],
-                         "charts": boards.comparison_charts(track, ranked)})
+            raise ApiError("too_few_models", "models: name two or more models, as models=a,b or "
+                           "models=a&models=b.", field="models")
+        unknown = sorted(set(names) - set(AIModel.objects.filter(name__in=names)
+                                          .values_list("name", flat=True)))
+        if unknown:
+            raise ApiError("unknown_model", f"No model {', '.join(map(repr, unknown))}; "
+                           "GET /api/v1/leaderboards/models/ lists them.", field="models")
+
+        def compute() -> dict[str, Any]:
+            track = board_cache.scored_track(hw)
+            ranked = track.ranked(names)
+            return {"hardware": hw.slug, "models": boards.model_table(track, ranked).as_json()["rows"],
+                    "charts": boards.comparison_charts(track, ranked)}
+
+        return Response(board_cache.cached("api-compare", (hw.pk, tuple(names)), compute))

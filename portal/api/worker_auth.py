@@ -23,6 +23,7 @@ KEYWORD = "Worker"
 class SubmissionClosed(exceptions.APIException):
     status_code = status.HTTP_409_CONFLICT
     default_detail = "the submission takes no more worker messages"
+    default_code = "submission_closed"
 
 
 class WorkerTokenAuthentication(BaseAuthentication):
@@ -31,12 +32,13 @@ class WorkerTokenAuthentication(BaseAuthentication):
         pk = (request.parser_context or {}).get("kwargs", {}).get("pk")
         sub = Submission.objects.filter(pk=pk).only("id", "token_hash", "status").first()
         if sub is None:
-            raise exceptions.NotFound("no such submission")
+            raise exceptions.NotFound(f"No submission {pk}.")
         if scheme == KEYWORD and sub.token_matches(token.strip()):
             return AnonymousUser(), sub
         if not sub.token_hash:  # spent by the first result: a late or repeated message
             raise SubmissionClosed(f"submission is already {sub.status}")
-        raise exceptions.PermissionDenied("bad worker token")
+        raise exceptions.PermissionDenied("Bad worker token: send the job's secret as "
+                                          f"`Authorization: {KEYWORD} <secret>`.")
 
 
 class IsTheSubmissionsWorker(BasePermission):

@@ -10,9 +10,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.submissions.lifecycle import TransitionError, record_failure, record_report, record_status
+from portal.submissions.lifecycle import (SweepRejected, TransitionError, record_failure, record_report, record_status,
+                                          record_sweep, record_sweep_failure)
 
-from .serializers import WorkerReportSerializer, WorkerStatusSerializer
+from .errors import ApiError, error_body
+from .serializers import WorkerReportSerializer, WorkerStatusSerializer, WorkerSweepSerializer
 from .worker_auth import IsTheSubmissionsWorker, WorkerTokenAuthentication
 
 
@@ -32,7 +34,7 @@ class WorkerStatus(WorkerView):
             data = form.validated_data
             sub = record_status(pk, data["status"], data["worker"], data["step"])
         except TransitionError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+            raise ApiError("conflict", str(exc), status_code=status.HTTP_409_CONFLICT) from exc
         return Response({"status": sub.status})
 
 
@@ -47,8 +49,29 @@ class WorkerReport(WorkerView):
             if data.get("report") is not None:
                 sub = record_report(pk, data["report"], data["worker"])
             else:
-                reason = data["error"] + (f"\n\nOutput:\n{data['output'][-3000:]}" if data["output"] else "")
-                sub = record_failure(pk, reason, data["worker"])
+                sub = record_failure(pk, form.failure_reason(), data["worker"])
         except TransitionError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+            raise ApiError("conflict", str(exc), status_code=status.HTTP_409_CONFLICT) from exc
         return Response({"status": sub.status})
+
+
+class WorkerSweep(WorkerView):
+    @extend_schema(request=WorkerSweepSerializer, responses={200: dict},
+                   description="Workers only: the sweep report after a passing evaluation, or an error.")
+    def post(self, request: Request, pk: int) -> Response:
+        form = WorkerSweepSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        data = form.validated_data
+        try:
+            if data.get("sweep") is not None:
+                sub = record_sweep(pk, data["sweep"], data["worker"])
+            else:
+                sub = record_sweep_failure(pk, form.failure_reason(), data["worker"])
+        except SweepRejected as exc:
+            # Not this submission's sweep: say so on its page too, rather than wait for the reaper.
+            record_sweep_failure(pk, f"The worker sent a sweep report that was refused: {exc}.", data["worker"])
+            # Answered, not raised: the failure just recorded must stay stored.
+            return Response(error_body("sweep_rejected", str(exc), "sweep"), status=status.HTTP_400_BAD_REQUEST)
+        except TransitionError as exc:
+            raise ApiError("conflict", str(exc), status_code=status.HTTP_409_CONFLICT) from exc
+        return Response({"status": sub.status, "sweep_status": sub.sweep_status})

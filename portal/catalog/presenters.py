@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import ast
+import hashlib
+import re
 from typing import Any
 
+from django.core.cache import cache
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
+
+from portal.lib.tables import Column, Table
 
 from .models import Hardware, ProblemVersion
 
@@ -14,7 +20,14 @@ FORMATTER = HtmlFormatter(cssclass="code", linenos="table")
 
 
 def highlighted(source: str) -> str:
-    return highlight(source, PythonLexer(), FORMATTER)
+    """Pygments HTML of ``source``, cached by its hash: a version's text never changes, and
+    highlighting a long reference is most of a problem page's time."""
+    key = f"pkb:code:{hashlib.sha256(source.encode()).hexdigest()}"
+    html = cache.get(key)
+    if html is None:
+        html = highlight(source, PythonLexer(), FORMATTER)
+        cache.set(key, html, timeout=7 * 24 * 3600)
+    return html
 
 
 def highlight_css() -> str:
@@ -123,3 +136,67 @@ def nvlink_rows(profile: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"gpu": k, "name": v.get("name", ""), "links": v.get("links"),
              "per_link_gbps": v.get("per_link_gbps")} for k, v in sorted(per_gpu.items())
             if isinstance(v, dict)]
+
+
+_NOTE_LABELS = {"link_gbps": "Link bandwidth", "hbm_gbps": "Memory bandwidth", "tflops": "Compute"}
+_DICT_LITERAL = re.compile(r"\{[^{}]*\}")
+_CHOSE = re.compile(r"\s*\(chose ([^)]*)\)")
+
+
+def roofline_notes(note: Any) -> list[str]:
+    """A profile's roofline note as sentences: the probe writes ``key: text; key: text`` with
+    Python dict literals inside; a reader gets one sentence per rate, with units."""
+    if not isinstance(note, str) or not note.strip():
+        return []
+    sentences = []
+    for part in note.split("; "):
+        key, sep, text = part.partition(": ")
+        label = _NOTE_LABELS.get(key.strip()) if sep else None
+        text = text if label else part
+        chosen = _CHOSE.search(text)
+        text = _CHOSE.sub("", text)
+        text = _DICT_LITERAL.sub(_spell_out, text).strip().rstrip(".")
+        sentence = f"{label}: {text}" if label else text[:1].upper() + text[1:]
+        if chosen:
+            sentence += f"; the rate used is the {chosen.group(1)}"
+        sentences.append(sentence + ".")
+    return sentences
+
+
+def _spell_out(match: re.Match[str]) -> str:
+    try:
+        values = ast.literal_eval(match.group(0))
+    except (ValueError, SyntaxError):
+        return match.group(0)
+    if not isinstance(values, dict):
+        return match.group(0)
+    items = [f"{name} ({value:g} GB/s)" if isinstance(value, (int, float)) else f"{name} ({value})"
+             for name, value in values.items()]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def hardware_table(rows: list[Hardware]) -> Table:
+    """The hardware list as a table (page and CSV/JSON export); rows carry ``finished`` and
+    ``live_workers`` (None: the job queue did not answer)."""
+    columns = [Column("slug", "Profile"), Column("name", "Name"), Column("kind", "Kind"),
+               Column("gpus", "GPUs", "int"), Column("world_size", "Ranked world size", "int"),
+               Column("size", "Size preset"), Column("queue", "Queue"),
+               Column("live_workers", "Live workers", "int"), Column("results", "Results", "int")]
+    return Table("hardware", "Hardware", columns, [
+        {"slug": hw.slug, "name": hw.name, "kind": hw.kind, "gpus": hw.gpus,
+         "world_size": hw.world_size, "size": hw.size, "queue": hw.queue,
+         "live_workers": getattr(hw, "live_workers", None), "results": getattr(hw, "finished", None)}
+        for hw in rows])
+
+
+def problem_table(problems: Any) -> Table:
+    """The home page's problem table as an export: one row per problem, lists joined by spaces."""
+    columns = [Column("number", "#", "int"), Column("slug", "Slug"), Column("title", "Title"),
+               Column("categories", "Categories"), Column("collectives", "Collectives"),
+               Column("source_codebase", "Source"), Column("world_sizes", "World sizes"),
+               Column("solved", "Solved")]
+    rows = [{"number": p.number, "slug": p.slug, "title": p.title,
+             "categories": " ".join(p.categories), "collectives": " ".join(p.collectives),
+             "source_codebase": p.source_codebase, "world_sizes": " ".join(map(str, p.world_sizes)),
+             "solved": bool(getattr(p, "solved", False))} for p in problems]
+    return Table("problems", "Problems", columns, rows)

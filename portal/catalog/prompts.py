@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import presenters
+from . import presenters, prompt_hardware
 from .models import Hardware, ProblemVersion
 
 BACKEND_NOTES = {
@@ -92,8 +92,23 @@ def build_prompt(version: ProblemVersion, hw: Hardware, backend: str) -> dict[st
                      f"{traffic['hbm_bytes']:.0f} HBM bytes, {traffic['flops']:.0f} FLOPs")
     if roof:
         lines.append(f"- roofline time on this hardware: {roof['time_ms']:.4f} ms ({roof['bound']}-bound)")
-    lines += ["", "## Hardware", *[f"- {f}" for f in _hardware_facts(hw)], "",
-              "## Backend", BACKEND_NOTES.get(backend, BACKEND_NOTES["torch"]), "",
+    profile = prompt_hardware.profile_lines(hw)
+    terms = prompt_hardware.roofline_lines(traffic, hw, dtype)
+    hosts = prompt_hardware.backends(hw)
+    example = prompt_hardware.worked_example(backend)
+    lines += ["", "## Hardware", *[f"- {f}" for f in _hardware_facts(hw)]]
+    if profile:
+        lines += ["", "## Measured hardware profile", *profile]
+    if terms:
+        lines += ["", "## Roofline of this problem at this size", *terms]
+    lines += ["", "## Backends on this host", *[f"- {b}" for b in hosts], "",
+              "## Backend", BACKEND_NOTES.get(backend, BACKEND_NOTES["torch"]), ""]
+    if example:
+        lines += [f"## Worked example ({backend}): `{example['path']}`",
+                  "A committed kernel for another problem, to show how the pieces fit "
+                  f"together. {example['record']}", "```python",
+                  example["source"].rstrip(), "```", ""]
+    lines += [
               "## Rules",
               f"- Define `{version.signature}` with exactly the reference's parameters "
               "(called with keywords, process groups as keyword-only arguments).",
@@ -105,4 +120,6 @@ def build_prompt(version: ProblemVersion, hw: Hardware, backend: str) -> dict[st
     return {"problem": problem.slug, "version": version.version, "hardware": hw.slug,
             "backend": backend, "world_size": world_size, "size": hw.size, "dtype": dtype,
             "shapes": shapes, "traffic": traffic, "roofline": roof, "signature": version.signature,
-            "hardware_facts": _hardware_facts(hw), "prompt": "\n".join(lines) + "\n"}
+            "hardware_facts": _hardware_facts(hw), "profile": profile, "roofline_terms": terms,
+            "backends": hosts, "example": example and {k: example[k] for k in ("path", "backend", "record")},
+            "prompt": "\n".join(lines) + "\n"}

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from django.conf import settings
 from django.db import transaction
 
 from portal.lib import hardware as hw
@@ -55,7 +56,32 @@ def problem_details(problem: Any) -> dict[str, Any]:
                    for w in problem.world_sizes},
         "traffic": {str(w): {s: _safely(lambda w=w, s=s: catalog.traffic(problem, w, s)) for s in sizes}
                     for w in problem.world_sizes},
+        "sweep": sweep_details(problem),
     }
+
+
+def sweep_details(problem: Any) -> dict[str, Any] | None:
+    """The problem's sweep axis (docs/sweeps.md), or None: submissions may ask for a sweep only
+    where there is one."""
+    axis = getattr(problem, "sweep", None)
+    if axis is None:
+        return None
+    return {"param": axis.param, "collective": axis.collective, "bytes": list(axis.bytes), "base": axis.base,
+            "points": {str(w): _safely(lambda w=w: _sweep_traffic(problem, w)) for w in problem.world_sizes}}
+
+
+def _sweep_traffic(problem: Any, world_size: int) -> dict[str, Any]:
+    """The sweep's points at one world size with their roofline traffic: the problem page draws
+    the roofline's bus bandwidth from them on each hardware's rates, before any sweep has run."""
+    from evaluator.hardware.collectives import bus_factor
+    from evaluator.sweep import sweep_points
+
+    rows = []
+    for point in sweep_points(problem, world_size):
+        t = problem.traffic(problem.setting(world_size, point.size))
+        rows.append({"message_bytes": point.message_bytes, "link_bytes": float(t.link_bytes),
+                     "hbm_bytes": float(t.hbm_bytes), "flops": float(t.flops)})
+    return {"bus_factor": bus_factor(problem.sweep.collective, world_size), "rows": rows}
 
 
 def signature_of(problem: Any) -> str:
@@ -129,7 +155,7 @@ def upsert_hardware(profile: hw.Profile) -> Hardware:
 
 def load_hardware(directory: Path, result: LoadResult) -> None:
     seen = []
-    for profile in hw.load_profiles(directory):
+    for profile in hw.load_profiles(directory, always_local=settings.PKB_ALWAYS_LOCAL_CPU):
         try:
             seen.append(upsert_hardware(profile).slug)
         except Exception as exc:

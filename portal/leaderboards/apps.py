@@ -4,3 +4,8 @@ from django.apps import AppConfig
 class LeaderboardsConfig(AppConfig):
     name = "portal.leaderboards"
     label = "leaderboards"
+
+    def ready(self) -> None:
+        from . import cache
+
+        cache.connect()

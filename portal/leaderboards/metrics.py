@@ -64,6 +64,16 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
+def mean_pass_at_k(by_problem: Mapping[str, Sequence[Attempt]], n_problems: int, k: int,
+                   p: float = 0.0) -> float:
+    """pass@k (p = 0) or fast_p@k averaged over ``n_problems``; problems absent from
+    ``by_problem`` contribute 0. A success is an attempt ``is_fast(attempt, p)``."""
+    if n_problems == 0:
+        return 0.0
+    total = sum(pass_at_k(len(t), sum(is_fast(a, p) for a in t), k) for t in by_problem.values())
+    return total / n_problems
+
+
 def credited_speedup(attempt: Attempt) -> float | None:
     """The speedup fast_p credits: the interval's lower end; the point speedup where a report
     (schema 1.2 or older) has no interval."""
@@ -124,8 +134,7 @@ def score_model(model: str, attempts: Sequence[Attempt],
     n = len(problems)
 
     def mean_at(k: int, p: float) -> float:
-        total = sum(pass_at_k(len(t), sum(is_fast(a, p) for a in t), k) for t in by_problem.values())
-        return total / n if n else 0.0
+        return mean_pass_at_k(by_problem, n, k, p)
 
     fractions = [b.roofline_fraction for b in best.values() if b.roofline_fraction is not None]
     return ModelScore(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +21,41 @@ class Track:
     hardware: Hardware
     problems: dict[str, list[str]]  # slug -> categories
     attempts: list[Attempt]
-    submissions: dict[int, Submission]
+
+    @property
+    def top_speedup(self) -> float:
+        return max((a.speedup or 0 for a in self.attempts if a.correct), default=0.0)
+
+
+@dataclass
+class ScoredTrack:
+    """A track with every model scored: all that the model leaderboard and any comparison on
+    one hardware need, small enough to cache (the attempts themselves are not kept)."""
+
+    hardware: Hardware
+    problems: dict[str, list[str]]
+    scores: dict[str, ModelScore]
+    top_speedup: float
+
+    def ranked(self, models: list[str] | None = None) -> list[ModelScore]:
+        """Like ``scores(track, models)``: a model with no attempts here scores zero."""
+        found = list(self.scores.values()) if not models else [
+            self.scores.get(name) or metrics.score_model(name, [], self.problems) for name in models]
+        return sorted(found, key=_rank_key)
+
+
+def scored_track(hardware: Hardware) -> ScoredTrack:
+    t = track(hardware)
+    return ScoredTrack(hardware, t.problems, {s.model: s for s in scores(t)}, t.top_speedup)
+
+
+ATTEMPT_FIELDS = ("id", "verdict", "speedup", "speedup_low", "speedup_high", "roofline_fraction",
+                  "failure_class", "world_size", "model__name", "problem_version__problem__slug")
+
+
+def reports_of(pks: list[int]) -> dict[int, Any]:
+    """The reports of a few submissions, in one query."""
+    return dict(Submission.objects.filter(pk__in=pks).values_list("pk", "report"))
 
 
 def _ranked_world_sizes(hardware: Hardware) -> dict[str, int]:
@@ -34,28 +67,46 @@ def _ranked_world_sizes(hardware: Hardware) -> dict[str, int]:
     return found
 
 
+def problem_set(hardware: Hardware, world_sizes: dict[str, int] | None = None) -> dict[str, list[str]]:
+    """slug -> categories of every active problem ranked on this hardware."""
+    world_sizes = _ranked_world_sizes(hardware) if world_sizes is None else world_sizes
+    return {p.slug: p.categories for p in Problem.objects.active() if p.slug in world_sizes}
+
+
 def track(hardware: Hardware) -> Track:
     world_sizes = _ranked_world_sizes(hardware)
-    problems = {p.slug: p.categories for p in Problem.objects.active() if p.slug in world_sizes}
+    problems = problem_set(hardware, world_sizes)
+    # Plain tuples of the indexed numbers: no model instances, and the reports (kilobytes
+    # each) stay in the database. 100,000 rows in about a second.
     rows = (Submission.objects.finished().current_versions().on_track(hardware)
-            .select_related("model", "problem_version__problem"))
-    attempts, subs = [], {}
-    for sub in rows:
-        slug = sub.problem_version.problem.slug
-        if world_sizes.get(slug) != sub.world_size:
+            .values_list(*ATTEMPT_FIELDS))
+    attempts = []
+    for pk, verdict, speedup, low, high, roofline, failure, ws, model, slug in rows.iterator(chunk_size=5000):
+        if world_sizes.get(slug) != ws:
             continue
-        attempts.append(Attempt(model=sub.model.name, problem=slug, correct=sub.is_correct,
-                                speedup=sub.speedup, roofline_fraction=sub.roofline_fraction,
-                                failure_class=sub.failure_class, speedup_low=sub.speedup_low,
-                                speedup_high=sub.speedup_high, submission=sub.pk))
-        subs[sub.pk] = sub
-    return Track(hardware, problems, attempts, subs)
+        attempts.append(Attempt(model=model, problem=slug, correct=verdict == "pass",
+                                speedup=speedup, roofline_fraction=roofline, failure_class=failure,
+                                speedup_low=low, speedup_high=high, submission=pk))
+    return Track(hardware, problems, attempts)
 
 
 def scores(t: Track, models: list[str] | None = None) -> list[ModelScore]:
     names = models or sorted({a.model for a in t.attempts})
-    found = [metrics.score_model(name, t.attempts, t.problems) for name in names]
-    return sorted(found, key=lambda s: (-s.fast_p[1.0], -s.correct, s.model))
+    by_model: dict[str, list[Attempt]] = {name: [] for name in names}
+    for a in t.attempts:  # one pass, not one per model
+        if a.model in by_model:
+            by_model[a.model].append(a)
+    found = [metrics.score_model(name, by_model[name], t.problems) for name in names]
+    return sorted(found, key=_rank_key)
+
+
+def _rank_key(s: ModelScore) -> tuple[float, int, str]:
+    return (-s.fast_p[1.0], -s.correct, s.model)
+
+
+def smoke_label(hardware: Hardware) -> str:
+    """What a ranked table on CPU hardware says in its title: its timings are not measurements."""
+    return " (CPU smoke test: timings are not performance measurements)" if hardware.kind == "cpu" else ""
 
 
 def _pct(p: float) -> str:
@@ -70,7 +121,7 @@ def speedup_cells(key: str, speedup: float | None, low: float | None, high: floa
             f"{key}_note": span.note if span else reports.POINT_NOTE}
 
 
-def model_table(t: Track, ranked: list[ModelScore]) -> Table:
+def model_table(t: Track | ScoredTrack, ranked: list[ModelScore]) -> Table:
     columns = [Column("model", "Model"), Column("attempts", "Attempts", "int"),
                Column("correct", "Correct", "int"), Column("problems", "Problems", "int")]
     columns += [Column(f"fast_{_pct(p)}", f"fast_{p:g}", "pct") for p in FAST_P]
@@ -89,7 +140,7 @@ def model_table(t: Track, ranked: list[ModelScore]) -> Table:
         row.update({f"pass_at_{k}": v for k, v in s.pass_at.items()})
         row.update({f"fast_1_at_{k}": v for k, v in s.fast1_at.items()})
         rows.append(row)
-    return Table("models", f"Models on {t.hardware.slug}", columns, rows)
+    return Table("models", f"Models on {t.hardware.slug}{smoke_label(t.hardware)}", columns, rows)
 
 
 def category_table(ranked: list[ModelScore]) -> Table:
@@ -108,22 +159,23 @@ def failure_table(ranked: list[ModelScore]) -> Table:
     return Table("failures", "Outcome of every attempt", columns, rows)
 
 
-def per_problem_table(t: Track, ranked: list[ModelScore]) -> Table:
+def per_problem_table(t: Track | ScoredTrack, ranked: list[ModelScore]) -> Table:
     columns = [Column("problem", "Problem")]
     columns += [c for s in ranked for c in speedup_columns(s.model, s.model)]
     rows = []
+    found = reports_of([b.submission for s in ranked for b in s.best.values() if b.submission])
     for slug in sorted(t.problems):
         row: dict[str, Any] = {"problem": slug}
         for s in ranked:
             if (best := s.best.get(slug)) is not None and best.speedup is not None:
-                report = t.submissions[best.submission].report if best.submission in t.submissions else None
+                report = found.get(best.submission)
                 row.update(speedup_cells(s.model, best.speedup, best.speedup_low, best.speedup_high, report))
         rows.append(row)
     return Table("per_problem", "Best correct speedup per problem", columns, rows)
 
 
-def comparison_charts(t: Track, ranked: list[ModelScore]) -> dict[str, Any]:
-    top = max((a.speedup or 0 for a in t.attempts if a.correct), default=0.0)
+def comparison_charts(t: Track | ScoredTrack, ranked: list[ModelScore]) -> dict[str, Any]:
+    top = t.top_speedup
     grid = metrics.curve_grid(top)
     n = len(t.problems)
     failures = failure_table(ranked)
@@ -190,13 +242,16 @@ def problem_board(version: ProblemVersion, hardware: Hardware) -> ProblemBoard:
     """Best correct submission of each model, fastest first, under the reference baseline."""
     world_size = hardware.ranked_world_size(version.problem.world_sizes)
     finished = (Submission.objects.finished().filter(problem_version=version)
-                .on_track(hardware, world_size).select_related("model"))
-    best: dict[str, Submission] = {}
-    for sub in finished.filter(verdict="pass").order_by("-speedup", "finished_at"):
-        if sub.model.name not in best:
-            best[sub.model.name] = sub
+                .on_track(hardware, world_size).select_related("model", "user"))
+    best: dict[tuple[str, str], Submission] = {}
+    # Reports (kilobytes each) only for the rows shown, in one query.
+    for sub in finished.filter(verdict="pass").order_by("-speedup", "finished_at").defer("report", "source"):
+        # each person who uploads as ``human`` is ranked on their own, under their name
+        key = (sub.model.name, sub.credit if sub.model.kind == "human" else "")
+        if key not in best:
+            best[key] = sub
     base = baseline(version, hardware, world_size)
-    columns = [Column("rank", "#", "int"), Column("model", "Model"),
+    columns = [Column("rank", "#", "int"), Column("model", "Model"), Column("credit", "By"),
                *speedup_columns("speedup", "Speedup"), Column("time_ms", "Median ms", "float"),
                Column("p10_ms", "p10 ms", "float"), Column("p90_ms", "p90 ms", "float"),
                Column("roofline_fraction", "Roofline fraction", "pct"),
@@ -210,15 +265,48 @@ def problem_board(version: ProblemVersion, hardware: Hardware) -> ProblemBoard:
                      "roofline_fraction": base.roofline_fraction, "date": base.date,
                      "submission": base.submission, "baseline": True})
     ordered = sorted(best.values(), key=lambda s: -(s.speedup or 0))
+    found = reports_of([sub.pk for sub in ordered])
     for rank, sub in enumerate(ordered, 1):
-        cand = reports.side_timing(sub.report, "candidate")
-        rows.append({"rank": rank, "model": sub.model.name,
-                     **speedup_cells("speedup", sub.speedup, sub.speedup_low, sub.speedup_high, sub.report),
+        report = found.get(sub.pk)
+        cand = reports.side_timing(report, "candidate")
+        rows.append({"rank": rank, "model": sub.model.name, "credit": sub.credit,
+                     **speedup_cells("speedup", sub.speedup, sub.speedup_low, sub.speedup_high, report),
                      "time_ms": sub.candidate_ms, "p10_ms": cand.get("p10_ms"),
                      "p90_ms": cand.get("p90_ms"), "roofline_fraction": sub.roofline_fraction,
                      "backend": sub.backend, "date": sub.finished_at, "submission": sub.pk})
-    table = Table("problem", f"{version.problem.slug} on {hardware.slug}", columns, rows)
+    table = Table("problem", f"{version.problem.slug} on {hardware.slug}{smoke_label(hardware)}",
+                  columns, rows)
     return ProblemBoard(version, hardware, table, base)
+
+
+@dataclass
+class HardwareSummary:
+    """One card of the home page: who leads on a hardware and its fastest correct result."""
+
+    hardware: Hardware
+    problems: int
+    leader: ModelScore | None  # by fast_1, then problems solved; the reference itself excluded
+    fastest: Attempt | None  # the highest correct speedup of any model but the reference
+    models: int
+    fastest_by: str = ""  # who that result is credited to (Submission.credit)
+
+
+def best_per_hardware() -> list[HardwareSummary]:
+    """Every hardware that has results, GPU profiles first (CPU results are smoke tests)."""
+    summaries = []
+    for hw in Hardware.objects.active().order_by("kind", "-gpus", "slug"):
+        t = track(hw)
+        ranked = [s for s in scores(t) if s.model != "reference"]
+        if not t.attempts:
+            continue
+        correct = [a for a in t.attempts if a.correct and a.speedup is not None and a.model != "reference"]
+        fastest = max(correct, key=lambda a: a.speedup or 0.0, default=None)
+        sub = (Submission.objects.select_related("model", "user").defer("report", "source")
+               .filter(pk=fastest.submission).first() if fastest and fastest.submission else None)
+        summaries.append(HardwareSummary(
+            hardware=hw, problems=len(t.problems), leader=ranked[0] if ranked else None,
+            fastest=fastest, models=len(ranked), fastest_by=sub.credit if sub else ""))
+    return sorted(summaries, key=lambda s: (s.hardware.kind != "gpu", -s.hardware.gpus, s.hardware.slug))
 
 
 def default_hardware() -> Hardware | None:

@@ -6,13 +6,22 @@ from django.shortcuts import render
 from portal.catalog.models import Hardware
 from portal.lib.exports import maybe_export
 
-from . import services
+from . import cache, services
+
+
+def runs_tables(hardware: Hardware) -> list:
+    """The runs on this hardware, ranked by their own scores (portal/runs)."""
+    from portal.runs.models import Run
+    from portal.runs.presenters import runs_table
+
+    runs = list(Run.objects.filter(hardware=hardware).select_related("model")[:200])
+    return [runs_table(runs)] if runs else []
 
 
 def _hardware(request: HttpRequest) -> Hardware | None:
     slug = request.GET.get("hardware")
     if not slug:
-        return services.default_hardware()
+        return cache.default_hardware()
     found = Hardware.objects.active().filter(slug=slug).first()
     if found is None:
         raise Http404("no such hardware")
@@ -23,12 +32,17 @@ def models(request: HttpRequest) -> HttpResponse:
     hardware = _hardware(request)
     context: dict[str, object] = {"hardware": hardware, "hardware_list": Hardware.objects.active()}
     if hardware:
-        track = services.track(hardware)
-        ranked = services.scores(track)
-        tables = [services.model_table(track, ranked), services.category_table(ranked)]
-        if response := maybe_export(request, tables):
+        def compute() -> dict[str, object]:
+            track = cache.scored_track(hardware)
+            ranked = track.ranked()
+            return {"tables": [services.model_table(track, ranked), services.category_table(ranked)],
+                    "problem_count": len(track.problems), "ranked": bool(ranked)}
+
+        board = cache.cached("page-models", (hardware.pk,), compute)
+        runs = runs_tables(hardware)  # not cached: a run can start before any result lands
+        if response := maybe_export(request, board["tables"] + runs):
             return response
-        context.update(tables=tables, track=track, ranked=ranked)
+        context.update(board, runs_tables=runs, board_generation=cache.generation())
     return render(request, "leaderboards/models.html", context)
 
 
@@ -38,17 +52,19 @@ def compare(request: HttpRequest) -> HttpResponse:
     context: dict[str, object] = {"hardware": hardware, "hardware_list": Hardware.objects.active(),
                                   "chosen": chosen}
     if hardware:
-        track = services.track(hardware)
-        available = sorted({a.model for a in track.attempts})
-        context["available"] = available
-        if not chosen:
-            chosen = available[:4]
-            context["chosen"] = chosen
-        ranked = services.scores(track, chosen)
-        tables = [services.model_table(track, ranked), services.per_problem_table(track, ranked),
-                  services.category_table(ranked), services.failure_table(ranked)]
-        if response := maybe_export(request, tables):
+        def compute() -> dict[str, object]:
+            track = cache.scored_track(hardware)
+            available = sorted(track.scores)
+            names = chosen or available[:4]
+            ranked = track.ranked(names)
+            return {"available": available, "chosen": names, "enough": len(names) >= 2,
+                    "tables": [services.model_table(track, ranked),
+                               services.per_problem_table(track, ranked),
+                               services.category_table(ranked), services.failure_table(ranked)],
+                    "charts": services.comparison_charts(track, ranked)}
+
+        board = cache.cached("page-compare", (hardware.pk, tuple(chosen)), compute)
+        if response := maybe_export(request, board["tables"]):
             return response
-        context.update(tables=tables, charts=services.comparison_charts(track, ranked),
-                       enough=len(chosen) >= 2)
+        context.update(board, board_generation=cache.generation())
     return render(request, "leaderboards/compare.html", context)

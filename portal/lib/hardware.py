@@ -28,14 +28,16 @@ LOCAL_CPU: Profile = {
 }
 
 
-def load_profiles(directory: Path) -> list[Profile]:
-    """Every published profile, plus the builtin local CPU one when no CPU profile is published."""
+def load_profiles(directory: Path, always_local: bool = False) -> list[Profile]:
+    """Every published profile, plus the builtin local CPU one when no CPU profile is published
+    (or always, with ``always_local``: the production stack on one machine runs a worker on each
+    of two CPU queues)."""
     try:
         profiles = [dict(p) for p in list_profiles(directory)]
     except (OSError, ValueError) as exc:  # a broken file must not take the catalog down
         log.warning("hardware profiles in %s unreadable: %s", directory, exc)
         profiles = []
-    if not any(str(p.get("kind", "")).lower() == "cpu" for p in profiles):
+    if always_local or not any(str(p.get("kind", "")).lower() == "cpu" for p in profiles):
         profiles.append(dict(LOCAL_CPU))
     return profiles
 

@@ -174,4 +174,6 @@ def ran_unconfined(report: Any) -> bool:
 
 
 def looks_like_report(data: Any) -> bool:
-    return isinstance(data, Mapping) and "verdict" in data and isinstance(data.get("problem"), Mapping)
+    # A sweep report (portal/lib/sweeps.py) has a verdict and a problem too, and is not one.
+    return (isinstance(data, Mapping) and "verdict" in data and isinstance(data.get("problem"), Mapping)
+            and data.get("schema") != "pkb-sweep")

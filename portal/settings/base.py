@@ -33,6 +33,7 @@ INSTALLED_APPS = [
     "portal.catalog",
     "portal.submissions",
     "portal.leaderboards",
+    "portal.runs",
     "portal.api",
 ]
 
@@ -101,7 +102,7 @@ STORAGES = {
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "portal.api.tokens.ExpiringTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
@@ -115,8 +116,10 @@ REST_FRAMEWORK = {
         "anon": envstr("PKB_THROTTLE_ANON", "120/min"),
         "user": envstr("PKB_THROTTLE_USER", "600/min"),
         "submit": envstr("PKB_THROTTLE_SUBMIT", "20/min"),
+        "login": envstr("PKB_THROTTLE_LOGIN", "10/min"),  # password attempts at auth/token/ per address
     },
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "portal.api.schema.ErrorDocumentingSchema",
+    "EXCEPTION_HANDLER": "portal.api.errors.exception_handler",
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
@@ -130,9 +133,16 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
-    "REDOC_DIST": "SIDECAR",
+    "REDOC_DIST": "/api/redoc-assets",  # the sidecar's bundle, served by portal.api.docs
+    # System fonts: ReDoc's page must load nothing from the internet (templates/drf_spectacular/).
+    "REDOC_UI_SETTINGS": {"theme": {"typography": {
+        "fontFamily": "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif",
+        "headings": {"fontFamily": "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif"},
+        "code": {"fontFamily": "ui-monospace, SFMono-Regular, Menlo, Consolas, monospace"}}}},
     "COMPONENT_SPLIT_REQUEST": True,
-    "ENUM_NAME_OVERRIDES": {"SubmissionBackendEnum": "portal.submissions.models.BACKENDS"},
+    "ENUM_NAME_OVERRIDES": {"SubmissionBackendEnum": "portal.submissions.models.BACKENDS",
+                            "SubmissionStatusEnum": "portal.submissions.models.Status",
+                            "WorkerStatusEnum": ["compiling", "running"]},
 }
 
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
@@ -140,10 +150,19 @@ CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"
 # --- PKB: submissions and workers -------------------------------------------------------------
 PKB_MAX_SOURCE_BYTES = envint("PKB_MAX_SOURCE_BYTES", 256 * 1024)
 PKB_DAILY_SUBMISSION_CAP = envint("PKB_DAILY_SUBMISSION_CAP", 100)
+PKB_TOKEN_MAX_AGE_DAYS = envint("PKB_TOKEN_MAX_AGE_DAYS", 180)  # API tokens; 0: never expire
 PKB_EVAL_TIMEOUT_S = envint("PKB_EVAL_TIMEOUT_S", 900)  # one evaluation, enforced by the worker
 PKB_RUN_GRACE_S = envint("PKB_RUN_GRACE_S", 120)  # slack before the reaper fails a running job
 PKB_QUEUE_TIMEOUT_S = envint("PKB_QUEUE_TIMEOUT_S", 24 * 3600)  # queued with no worker taking it
 PKB_EVAL_TRIALS = envint("PKB_EVAL_TRIALS", 5)
+# Uploads to hardware that no live worker serves are refused (503 no_worker) instead of queued.
+PKB_REQUIRE_LIVE_WORKER = envbool("PKB_REQUIRE_LIVE_WORKER", True)
+PKB_WORKER_LIVENESS_TTL_S = envint("PKB_WORKER_LIVENESS_TTL_S", 15)  # cache of the workers' answer
+PKB_WORKER_INSPECT_TIMEOUT_S = float(envstr("PKB_WORKER_INSPECT_TIMEOUT_S", "1.0"))
+# Message-size sweeps (docs/sweeps.md): the whole sweep's limit, and the sizes CPU workers sweep
+# (gloo at 256 MiB would take minutes per size for a smoke test); GPU workers sweep the problem's.
+PKB_SWEEP_TIMEOUT_S = envint("PKB_SWEEP_TIMEOUT_S", 3600)
+PKB_SWEEP_SIZES_CPU = [int(b) for b in envlist("PKB_SWEEP_SIZES_CPU", ["4096", "65536", "1048576"])]
 # Where workers POST status and reports: the portal's address as seen from the GPU hosts.
 PKB_CALLBACK_BASE_URL = envstr("PKB_CALLBACK_BASE_URL", "http://127.0.0.1:8000")
 PKB_PROBLEMS_PACKAGE = envstr("PKB_PROBLEMS_PACKAGE", "problems")
@@ -151,6 +170,14 @@ PKB_HARDWARE_DIR = Path(envstr("PKB_HARDWARE_DIR", str(BASE_DIR / "hardware")))
 PKB_RESULTS_DIR = Path(envstr("PKB_RESULTS_DIR", str(BASE_DIR / "docs" / "results")))
 PKB_MEASUREMENTS_DIR = Path(envstr("PKB_MEASUREMENTS_DIR", str(BASE_DIR / "docs" / "measurements")))
 PKB_LOCAL_HARDWARE = envstr("PKB_LOCAL_HARDWARE", "local-cpu")  # the builtin CPU/gloo profile
+# Keep the builtin local-cpu profile beside a published CPU profile (two CPU queues on one host).
+PKB_ALWAYS_LOCAL_CPU = envbool("PKB_ALWAYS_LOCAL_CPU", False)
+# A queued submission with no task id after this long lost its dispatch (the web process died
+# between commit and send): the reaper sends it again with a fresh secret.
+PKB_DISPATCH_GRACE_S = envint("PKB_DISPATCH_GRACE_S", 60)
+PKB_REAP_EVERY_S = envint("PKB_REAP_EVERY_S", 60)
+# Leaderboards are cached until a result lands (portal.leaderboards.cache); 0 turns that off.
+PKB_BOARD_CACHE_S = envint("PKB_BOARD_CACHE_S", 3600)
 
 # --- Celery (read by portal/celery.py under the CELERY_ prefix) -------------------------------
 CELERY_BROKER_URL = envstr("PKB_BROKER_URL", "redis://127.0.0.1:6379/0")
@@ -163,7 +190,7 @@ CELERY_TASK_DEFAULT_QUEUE = "pkb.portal"
 CELERY_BEAT_SCHEDULE = {
     "reap-stuck-submissions": {
         "task": "portal.submissions.reap_stuck",
-        "schedule": 60.0,
+        "schedule": float(PKB_REAP_EVERY_S),
         "options": {"queue": "pkb.portal"},
     },
 }
@@ -173,5 +200,16 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": envstr("PKB_LOG_LEVEL", "INFO")},
-    "loggers": {"django.server": {"level": "WARNING"}},
+    # "django" gets our handler and stops there: with Django's own console handler (DEBUG only)
+    # and propagation to the root both active, every message of it was printed twice.
+    "loggers": {"django": {"handlers": ["console"], "level": "INFO", "propagate": False},
+                "django.server": {"level": "WARNING"}},
 }
+
+# --- PKB: runs (a model's sample set) ---------------------------------------------------------
+PKB_RUN_MAX_K = envint("PKB_RUN_MAX_K", 100)  # samples per problem a run may hold
+PKB_RUN_MAX_SAMPLES = envint("PKB_RUN_MAX_SAMPLES", 5000)  # samples in one run
+PKB_RUN_DAILY_SAMPLE_CAP = envint("PKB_RUN_DAILY_SAMPLE_CAP", 2000)  # run samples per user per 24 h
+PKB_RUN_MAX_ARCHIVE_BYTES = envint("PKB_RUN_MAX_ARCHIVE_BYTES", 32 * 2**20)  # one upload, compressed
+PKB_RUN_MAX_ARCHIVE_FILES = envint("PKB_RUN_MAX_ARCHIVE_FILES", 2000)  # entries in one archive
+PKB_RUN_MAX_UNPACKED_BYTES = envint("PKB_RUN_MAX_UNPACKED_BYTES", 128 * 2**20)  # its files together

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 from .base import *  # noqa: F403
-from .base import VAR_DIR
+from .base import LOGGING, VAR_DIR
 from .env import envbool, envstr
 
 DEBUG = envbool("PKB_DEBUG", True)
@@ -30,3 +31,16 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
     for _sub in ("queue", "processed", "control"):
         os.makedirs(BROKER_DIR / _sub, exist_ok=True)
 os.makedirs(VAR_DIR, exist_ok=True)
+
+
+class _TracebacksOnly(logging.Filter):
+    """`make up`: runserver's access line (django.server) already names every 4xx and 5xx; the
+    request logger's "Not Found: /x" or "Service Unavailable: /x" would say it a second time.
+    What it adds, a traceback, still shows."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.exc_info is not None
+
+
+LOGGING = {**LOGGING, "filters": {"tracebacks_only": {"()": _TracebacksOnly}},
+           "loggers": {**LOGGING["loggers"], "django.request": {"filters": ["tracebacks_only"]}}}

@@ -19,5 +19,7 @@ STORAGES = {
 }
 CELERY_BROKER_URL = envstr("PKB_BROKER_URL", "redis://127.0.0.1:6379/15")
 PKB_DAILY_SUBMISSION_CAP = 5
+# Most tests submit with no worker running; the tests of the refusal turn it on.
+PKB_REQUIRE_LIVE_WORKER = False
 DEBUG = False
 WHITENOISE_AUTOREFRESH = True

@@ -5,6 +5,10 @@
 solution's source is taken from the file (``source``/``solution_source``), from ``source_path``
 (a file in the repository whose sha256 matches the report's), or from a sibling ``.py`` with the
 same stem; otherwise the submission says that the source was not committed.
+
+Sweep reports (``pkb sweep``; a file may hold one, a list, or ``{"sweeps": [...]}``) are attached
+to the finished submission of the same file (sha256), problem, hardware and world size, which
+its own ``pkb eval`` report made: a sweep never stands on a leaderboard alone.
 """
 
 from __future__ import annotations
@@ -27,8 +31,10 @@ from portal.lib import hardware as hw
 from portal.lib import reports
 from portal.lib.reports import looks_like_report
 
+from portal.lib.sweeps import sweep_error
+
 from .lifecycle import apply_report
-from .models import AIModel, Status, Submission
+from .models import AIModel, Status, Submission, SweepStatus
 from .services import Target, create, get_model, next_attempt
 
 log = logging.getLogger(__name__)
@@ -144,14 +150,47 @@ def import_report(path: Path, index: int, report: dict[str, Any], meta: dict[str
     return True
 
 
+def _sweeps(data: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(data, list):
+        for item in data:
+            yield from _sweeps(item)
+    elif isinstance(data, dict) and data.get("schema") == "pkb-sweep":
+        yield data
+    elif isinstance(data, dict) and isinstance(data.get("sweeps"), list):
+        yield from _sweeps(data["sweeps"])
+
+
+@transaction.atomic
+def import_sweep(sweep: dict[str, Any]) -> bool:
+    """Attach ``sweep`` to the evaluation of the same file; False when it is already attached."""
+    slug, ws = reports.text(sweep, "problem", "slug"), int(reports.mapping(sweep, "setting").get("world_size") or 0)
+    sha, profile = reports.text(sweep, "solution", "sha256"), reports.text(sweep, "hardware_profile")
+    sub = (Submission.objects.finished().filter(problem_version__problem__slug=slug, world_size=ws,
+                                                source_sha256=sha, hardware__slug=profile)
+           .select_for_update().order_by("-finished_at").first())
+    if sub is None:
+        raise ValueError(f"no finished evaluation of this file (sha256 {sha[:12]}) of {slug} on {profile or '?'} "
+                         f"at world size {ws} to attach the sweep to; commit its pkb eval report too")
+    if sub.sweep == sweep:
+        return False
+    problem = sweep_error(sweep, problem=slug, world_size=ws, source_sha256=sub.source_sha256)
+    if problem is not None:
+        raise ValueError(f"the sweep {problem}")
+    sub.sweep, sub.sweep_status, sub.sweep_reason = sweep, SweepStatus.FINISHED, ""
+    sub.sweep_finished_at = parse_datetime(reports.text(sweep, "finished_at")) or timezone.now()
+    sub.save(update_fields=["sweep", "sweep_status", "sweep_reason", "sweep_finished_at"])
+    return True
+
+
 def import_results(directory: Path, root: Path) -> ImportResult:
     result = ImportResult()
+    files = []
     for path in sorted(directory.rglob("*.json")) if directory.exists() else []:
         try:
-            data = json.loads(path.read_text())
+            files.append((path, json.loads(path.read_text())))
         except (OSError, ValueError) as exc:
             result.errors.append(f"{path}: {exc}")
-            continue
+    for path, data in files:
         rel = path.relative_to(root) if path.is_relative_to(root) else path
         for index, (report, meta) in enumerate(_entries(data, {})):
             label = f"{rel}#{index}"
@@ -160,6 +199,17 @@ def import_results(directory: Path, root: Path) -> ImportResult:
                 continue
             try:
                 done = import_report(path, index, report, meta, label)
+            except Exception as exc:
+                result.errors.append(f"{label}: {type(exc).__name__}: {exc}")
+                continue
+            (result.imported if done else result.skipped).append(label)
+    # Sweeps after every report: each attaches to an evaluation, wherever its file is.
+    for path, data in files:
+        rel = path.relative_to(root) if path.is_relative_to(root) else path
+        for index, sweep in enumerate(_sweeps(data)):
+            label = f"{rel}#sweep{index}"
+            try:
+                done = import_sweep(sweep)
             except Exception as exc:
                 result.errors.append(f"{label}: {type(exc).__name__}: {exc}")
                 continue

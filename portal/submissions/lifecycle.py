@@ -5,23 +5,29 @@ silent. Workers' messages and the reaper go through these functions; pages only 
     queued ──► compiling ──► running ──► finished
        │           │            │
        └───────────┴────────────┴──────► failed      (a worker's error, or the reaper)
+
+A requested message-size sweep (``sweep_status``) waits for the evaluation; a passing one is
+swept by the same worker (running ──► finished | failed), anything else leaves it skipped. The
+worker secret outlives the report only while a sweep is running.
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Mapping
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from contract.job import sweep_follows
 from portal.catalog.models import ProblemVersion
 from portal.lib import reports
 from portal.lib.reports import summarize
+from portal.lib.sweeps import sweep_error
 
-from .models import PENDING, Status, Submission
+from .models import PENDING, Status, Submission, SweepStatus
 
 log = logging.getLogger(__name__)
 WORKER_STATUSES = {Status.COMPILING, Status.RUNNING}
@@ -97,6 +103,8 @@ def apply_report(sub: Submission, report: Mapping[str, Any]) -> None:
     sub.candidate_ms = summary.candidate_ms
     sub.reference_ms = summary.reference_ms
     sub.roofline_fraction = summary.roofline_fraction
+    # blank meant "the problem's default" until it ran; the report says which dtype that was
+    sub.dtype = sub.dtype or str(reports.mapping(report, "setting").get("dtype") or "")[:20]
     version = _version_that_ran(sub, report)
     if version.pk != sub.problem_version_id:
         sub.status_reason = (f"The worker ran problem version {version.version}, not "
@@ -113,8 +121,59 @@ def record_report(submission_id: int, report: Mapping[str, Any], worker: str = "
         sub.status = Status.FINISHED
         sub.finished_at = timezone.now()
         sub.worker = worker[:200] or sub.worker
-        sub.token_hash = ""  # one report per submission: the secret is spent
         sub.progress = ""
+        if sub.sweep_status == SweepStatus.WAITING and sweep_follows(report):
+            sub.sweep_status = SweepStatus.RUNNING  # the worker sweeps next: the secret stays
+        else:
+            _skip_sweep(sub, "The evaluation did not pass, so no sweep was run.")
+            sub.token_hash = ""  # one report per submission: the secret is spent
+        sub.save()
+    return sub
+
+
+def _skip_sweep(sub: Submission, reason: str) -> None:
+    if sub.sweep_status == SweepStatus.WAITING:
+        sub.sweep_status = SweepStatus.SKIPPED
+        sub.sweep_reason = reason
+
+
+def _running_sweep(submission_id: int) -> Submission:
+    sub = Submission.objects.select_for_update().select_related("problem_version__problem").get(pk=submission_id)
+    if sub.sweep_status != SweepStatus.RUNNING:
+        state = sub.get_sweep_status_display() if sub.sweep_status else "not requested"
+        raise TransitionError(f"submission {sub.pk} has no sweep running (its sweep is {state})")
+    return sub
+
+
+class SweepRejected(Exception):
+    """A sweep report that cannot be this submission's: says why."""
+
+
+def record_sweep(submission_id: int, sweep: Mapping[str, Any], worker: str = "") -> Submission:
+    with transaction.atomic():
+        sub = _running_sweep(submission_id)
+        problem = sweep_error(sweep, problem=sub.problem_version.problem.slug, world_size=sub.world_size,
+                              source_sha256=sub.source_sha256)
+        if problem is not None:
+            raise SweepRejected(f"the sweep {problem}")
+        sub.sweep = dict(sweep)
+        sub.sweep_status = SweepStatus.FINISHED
+        sub.sweep_reason = ""
+        sub.sweep_finished_at = timezone.now()
+        sub.worker = worker[:200] or sub.worker
+        sub.token_hash = ""  # the sweep was the last message: the secret is spent
+        sub.save()
+    return sub
+
+
+def record_sweep_failure(submission_id: int, reason: str, worker: str = "") -> Submission:
+    with transaction.atomic():
+        sub = _running_sweep(submission_id)
+        sub.sweep_status = SweepStatus.FAILED
+        sub.sweep_reason = reason[:4000]
+        sub.sweep_finished_at = timezone.now()
+        sub.worker = worker[:200] or sub.worker
+        sub.token_hash = ""
         sub.save()
     return sub
 
@@ -125,6 +184,7 @@ def record_failure(submission_id: int, reason: str, worker: str = "") -> Submiss
         _check_move(sub, Status.FAILED)
         sub.status = Status.FAILED
         sub.status_reason = reason[:4000]
+        _skip_sweep(sub, "The evaluation produced no report, so no sweep was run.")
         sub.finished_at = timezone.now()
         sub.worker = worker[:200] or sub.worker
         sub.token_hash = ""
@@ -163,7 +223,28 @@ def reap_one(sub: Submission, now: datetime | None = None) -> bool:
     return True
 
 
+def sweep_is_stuck(sub: Submission, now: datetime | None = None) -> bool:
+    if sub.sweep_status != SweepStatus.RUNNING or sub.finished_at is None:
+        return False
+    limit = settings.PKB_SWEEP_TIMEOUT_S + settings.PKB_RUN_GRACE_S
+    return (now or timezone.now()) > sub.finished_at + timedelta(seconds=limit)
+
+
+def reap_sweep(sub: Submission, now: datetime | None = None) -> bool:
+    if not sweep_is_stuck(sub, now):
+        return False
+    try:
+        record_sweep_failure(sub.pk, f"The worker{' ' + sub.worker if sub.worker else ''} sent no sweep within "
+                                     f"{settings.PKB_SWEEP_TIMEOUT_S + settings.PKB_RUN_GRACE_S} s of the "
+                                     f"evaluation (sweep limit {settings.PKB_SWEEP_TIMEOUT_S} s plus "
+                                     f"{settings.PKB_RUN_GRACE_S} s).")
+    except TransitionError:
+        return False
+    return True
+
+
 def reap_stuck(now: datetime | None = None) -> int:
-    """Fail every submission past its deadline, with the reason; returns how many."""
+    """Fail every submission, and every sweep, past its deadline, with the reason; returns how many."""
     pending = Submission.objects.pending().select_related("hardware")
-    return sum(reap_one(sub, now) for sub in pending)
+    sweeping = Submission.objects.filter(sweep_status=SweepStatus.RUNNING)
+    return sum(reap_one(sub, now) for sub in pending) + sum(reap_sweep(sub, now) for sub in sweeping)

@@ -46,6 +46,17 @@ class Status(models.TextChoices):
 
 
 PENDING = (Status.QUEUED, Status.COMPILING, Status.RUNNING)
+
+
+class SweepStatus(models.TextChoices):
+    """A requested message-size sweep (docs/sweeps.md): it runs after a passing evaluation."""
+
+    NONE = "", "not requested"
+    WAITING = "waiting", "waiting for the evaluation"
+    RUNNING = "running", "running"
+    FINISHED = "finished", "finished"  # a sweep report is stored (its verdict may be fail)
+    FAILED = "failed", "failed"  # no sweep report: the worker's error, or the reaper
+    SKIPPED = "skipped", "not run"  # the evaluation did not pass, so nothing was swept
 BACKENDS = [("torch", "torch"), ("triton", "triton"), ("cuda", "cuda"), ("reference", "reference")]
 ORIGINS = [("upload", "upload"), ("api", "api"), ("import", "import"), ("baseline", "baseline")]
 
@@ -92,6 +103,12 @@ class Submission(models.Model):
     reference_ms = models.FloatField(null=True, blank=True)
     roofline_fraction = models.FloatField(null=True, blank=True)
 
+    sweep_status = models.CharField(max_length=20, choices=SweepStatus.choices, blank=True, default="",
+                                    help_text="blank: no sweep was asked for")
+    sweep = models.JSONField(null=True, blank=True, help_text="the sweep report (evaluator/sweep.schema.json)")
+    sweep_reason = models.TextField(blank=True, help_text="why there is no sweep report")
+    sweep_finished_at = models.DateTimeField(null=True, blank=True)
+
     objects = SubmissionQuerySet.as_manager()
 
     class Meta:
@@ -116,6 +133,14 @@ class Submission(models.Model):
         return self.status in PENDING
 
     @property
+    def sweep_requested(self) -> bool:
+        return self.sweep_status != SweepStatus.NONE
+
+    @property
+    def sweep_pending(self) -> bool:
+        return self.sweep_status in (SweepStatus.WAITING, SweepStatus.RUNNING)
+
+    @property
     def is_correct(self) -> bool:
         return self.status == Status.FINISHED and self.verdict == "pass"
 
@@ -130,6 +155,14 @@ class Submission(models.Model):
             return False
         digest = hashlib.sha256(token.encode()).hexdigest()
         return secrets.compare_digest(digest, self.token_hash)
+
+    @property
+    def credit(self) -> str:
+        """Who a result is credited to: the person who uploaded a ``human`` kernel (the shared
+        ``human`` model's provider names only whoever first imported one), else the provider."""
+        if self.model.kind == "human" and self.origin in ("upload", "api"):
+            return self.user.username
+        return self.model.provider
 
     def visible_source_to(self, user) -> bool:  # type: ignore[no-untyped-def]
         if self.origin in ("import", "baseline"):

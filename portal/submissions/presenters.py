@@ -22,6 +22,7 @@ def status_payload(sub: Submission) -> dict[str, Any]:
         "started_at": sub.started_at.isoformat() if sub.started_at else None,
         "finished_at": sub.finished_at.isoformat() if sub.finished_at else None,
         "done": not sub.is_pending,
+        "sweep_status": sub.sweep_status,
     }
 
 

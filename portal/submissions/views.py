@@ -4,10 +4,10 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
-from . import presenters
+from . import presenters, sweeps
 from .forms import UploadForm
 from .models import Submission
-from .services import submit
+from .services import preferred_hardware, submit
 from .validation import SubmissionError
 
 
@@ -15,14 +15,15 @@ from .validation import SubmissionError
 def upload(request: HttpRequest) -> HttpResponse:
     form = UploadForm(request.POST or None, request.FILES or None,
                       initial={"problem": request.GET.get("problem"),
-                               "hardware": request.GET.get("hardware")})
+                               "hardware": request.GET.get("hardware") or _default_hardware()})
     status = 200
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
             sub = submit(user=request.user, problem=data["problem"], hardware=data["hardware"],
                          backend=data["backend"], model=data["model"], provider=data["provider"],
-                         source=data["source"].read(), origin="upload")
+                         source=data["source"].read(), origin="upload", sweep=data["sweep"],
+                         file_name=data["source"].name)
         except SubmissionError as exc:
             form.add_error(exc.field if exc.field in form.fields else None, exc.message)
             status = exc.status
@@ -31,6 +32,11 @@ def upload(request: HttpRequest) -> HttpResponse:
     elif request.method == "POST":
         status = 400
     return render(request, "submissions/upload.html", {"form": form}, status=status)
+
+
+def _default_hardware() -> str | None:
+    hw = preferred_hardware()  # one a live worker serves, where there is one
+    return hw.slug if hw else None
 
 
 def _load(pk: int) -> Submission:
@@ -45,6 +51,7 @@ def detail(request: HttpRequest, pk: int) -> HttpResponse:
         "sub": sub, "view": presenters.report_view(sub),
         "show_source": sub.visible_source_to(request.user),
         "status": presenters.status_payload(sub),
+        "sweep": sweeps.submission_view(sub),
     })
 
 

@@ -7,6 +7,7 @@ import torch.distributed as dist
 
 from problems import traffic
 from problems.spec import Case, Problem, Setting, Source, Traffic, tolerances
+from problems.sweeps import elements
 
 
 def reference(x: torch.Tensor, *, group: dist.ProcessGroup) -> torch.Tensor:
@@ -50,4 +51,6 @@ PROBLEM = Problem(
     # Data movement only: every element must arrive bit-exact.
     tolerances=tolerances(bfloat16=(0.0, 0.0), float32=(0.0, 0.0)),
     traffic=roofline,
+    sweep=elements("all_gather", sharded=True),
+    pkb_ids=(2, 34),
 )

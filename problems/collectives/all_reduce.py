@@ -7,6 +7,7 @@ import torch.distributed as dist
 
 from problems import traffic
 from problems.spec import Case, Problem, Setting, Source, Traffic, tolerances
+from problems.sweeps import elements
 
 
 def reference(x: torch.Tensor, *, group: dist.ProcessGroup) -> torch.Tensor:
@@ -49,4 +50,6 @@ PROBLEM = Problem(
     # A wrong sum (a missing or doubled peer) is off by ~1 on most elements and still fails.
     tolerances=tolerances(bfloat16=(2.5e-1, 2e-2), float32=(1e-5, 1e-5)),
     traffic=roofline,
+    sweep=elements("all_reduce"),
+    pkb_ids=(1,),
 )

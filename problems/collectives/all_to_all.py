@@ -7,6 +7,7 @@ import torch.distributed as dist
 
 from problems import traffic
 from problems.spec import Case, Problem, Setting, Source, Traffic, tolerances
+from problems.sweeps import all_to_all_elements
 
 
 def reference(x: torch.Tensor, *, group: dist.ProcessGroup) -> torch.Tensor:
@@ -50,4 +51,6 @@ PROBLEM = Problem(
            "default": {"numel": 32 * 2**20, "hidden": 4096}},
     tolerances=tolerances(bfloat16=(0.0, 0.0), float32=(0.0, 0.0)),
     traffic=roofline,
+    sweep=all_to_all_elements(),
+    pkb_ids=(8,),
 )

@@ -7,6 +7,7 @@ import torch.distributed as dist
 
 from problems import traffic
 from problems.spec import Case, Problem, Setting, Source, Traffic, tolerances
+from problems.sweeps import elements
 
 
 def reference(x: torch.Tensor, *, group: dist.ProcessGroup) -> torch.Tensor:
@@ -46,4 +47,6 @@ PROBLEM = Problem(
     sizes={"small": {"numel": 4096 + 17}, "default": {"numel": 32 * 2**20}},
     tolerances=tolerances(bfloat16=(0.0, 0.0), float32=(0.0, 0.0)),
     traffic=roofline,
+    sweep=elements("broadcast"),
+    pkb_ids=(3,),
 )

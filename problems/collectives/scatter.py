@@ -7,6 +7,7 @@ import torch.distributed as dist
 
 from problems import traffic
 from problems.spec import Case, Problem, Setting, Source, Traffic, tolerances
+from problems.sweeps import rows
 
 
 def reference(x: torch.Tensor, *, group: dist.ProcessGroup) -> torch.Tensor:
@@ -53,4 +54,6 @@ PROBLEM = Problem(
     sizes={"small": {"rows": 64, "hidden": 40}, "default": {"rows": 8192, "hidden": 4096}},
     tolerances=tolerances(bfloat16=(0.0, 0.0), float32=(0.0, 0.0)),
     traffic=roofline,
+    sweep=rows("scatter"),
+    pkb_ids=(5,),
 )

@@ -99,4 +99,5 @@ PROBLEM = Problem(
            "default": {"tokens": 4096, "hidden": 2048, "experts": 64, "topk": 6}},
     tolerances=tolerances(bfloat16=(2e-2, 2e-2), float32=(1e-5, 1e-5)),
     traffic=roofline,
+    pkb_ids=(29,),
 )

@@ -83,4 +83,5 @@ PROBLEM = Problem(
            "default": {"nodes_per_rank": 1 << 20, "feat": 256, "halo": 1 << 18}},
     tolerances=tolerances(bfloat16=(0.0, 0.0), float32=(0.0, 0.0)),
     traffic=roofline,
+    pkb_ids=(10,),
 )

@@ -108,4 +108,5 @@ PROBLEM = Problem(
     tolerances=tolerances(bfloat16=(1e-5, 1e-4), float32=(1e-5, 1e-4)),
     traffic=roofline,
     tags=("inference",),
+    pkb_ids=(79,),
 )

@@ -62,4 +62,5 @@ PROBLEM = Problem(
            "default": {"seq": 16384, "batch": 1, "heads": 32, "head_dim": 128}},
     tolerances=tolerances(bfloat16=(0.0, 0.0), float32=(0.0, 0.0)),
     traffic=roofline,
+    pkb_ids=(33, 36),
 )

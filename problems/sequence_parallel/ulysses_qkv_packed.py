@@ -72,4 +72,5 @@ PROBLEM = Problem(
            "default": {"batch": 1, "seq": 16384, "heads": 32, "head_dim": 128}},
     tolerances=tolerances(bfloat16=(0.0, 0.0), float32=(0.0, 0.0)),
     traffic=roofline,
+    pkb_ids=(38,),
 )

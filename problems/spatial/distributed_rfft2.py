@@ -71,4 +71,5 @@ PROBLEM = Problem(
     tolerances=tolerances(float32=(1e-4, 1e-4)),
     dtypes=(torch.float32,),
     traffic=roofline,
+    pkb_ids=(59,),
 )

@@ -7,20 +7,8 @@ import torch
 import torch.distributed as dist
 
 from problems import traffic
+from problems.determinism import scatter_add_fixed_point
 from problems.spec import Case, Problem, Setting, Source, Traffic, tolerances
-
-
-FIXED_POINT = 2.0 ** 32
-
-
-def _scatter_add_fixed_point(values: torch.Tensor, index: torch.Tensor, size: int) -> torch.Tensor:
-    # Deterministic scatter-add: accumulate in 64-bit fixed point (as GPU MD codes such as
-    # AMBER's SPFP do), where integer addition is associative, so any accumulation order gives
-    # the same bits. Resolution 2^-32, far below the float32 tolerance.
-    q = torch.round(values.double() * FIXED_POINT).to(torch.int64)
-    acc = torch.zeros((size,) + values.shape[1:], dtype=torch.int64, device=values.device)
-    acc.index_add_(0, index, q)
-    return (acc.double() / FIXED_POINT).to(values.dtype)
 
 
 def reference(pos: torch.Tensor, h_local: torch.Tensor, nbr: torch.Tensor, *,
@@ -44,7 +32,7 @@ def reference(pos: torch.Tensor, h_local: torch.Tensor, nbr: torch.Tensor, *,
     energy = e.sum().reshape(1)
     # dE/dx_i = -e * diff; force on the target is +e * diff, on the source -e * diff.
     f_edge = e.unsqueeze(-1) * diff
-    forces = -_scatter_add_fixed_point(f_edge.reshape(-1, 3), nbr.reshape(-1), n_total)
+    forces = -scatter_add_fixed_point(f_edge.reshape(-1, 3), nbr.reshape(-1), n_total)
     forces[rank * n:(rank + 1) * n] += f_edge.sum(1)
     # reduce_from_model_parallel_region: partial energies and forces summed over the group.
     dist.all_reduce(energy, op=dist.ReduceOp.SUM, group=group)

@@ -86,4 +86,5 @@ PROBLEM = Problem(
                        "kernel": 3}},
     tolerances=tolerances(bfloat16=(3e-2, 3e-2), float32=(1e-4, 1e-4)),
     traffic=roofline,
+    pkb_ids=(87,),
 )

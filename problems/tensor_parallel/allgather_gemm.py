@@ -7,6 +7,7 @@ import torch.distributed as dist
 
 from problems import traffic
 from problems.spec import Case, Problem, Setting, Source, Traffic, tolerances
+from problems.sweeps import gemm_tokens
 
 
 def reference(x_shard: torch.Tensor, weight_shard: torch.Tensor, *,
@@ -62,4 +63,5 @@ PROBLEM = Problem(
            "default": {"tokens": 8192, "hidden": 8192, "out_features": 8192}},
     tolerances=tolerances(bfloat16=(2e-2, 2e-2), float32=(1e-4, 1e-4)),
     traffic=roofline,
+    sweep=gemm_tokens("all_gather", param="tokens", row_bytes="hidden"),
 )

@@ -72,4 +72,5 @@ PROBLEM = Problem(
     tolerances=tolerances(bfloat16=(2e-2, 2e-2), float32=(1e-5, 1e-5)),
     traffic=roofline,
     tags=("inference",),
+    pkb_ids=(18,),
 )

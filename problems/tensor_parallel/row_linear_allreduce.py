@@ -7,6 +7,7 @@ import torch.distributed as dist
 
 from problems import traffic
 from problems.spec import Case, Problem, Setting, Source, Traffic, tolerances
+from problems.sweeps import gemm_tokens
 
 
 def reference(x_parallel: torch.Tensor, weight_shard: torch.Tensor, bias: torch.Tensor, *,
@@ -66,4 +67,5 @@ PROBLEM = Problem(
            "default": {"seq": 2048, "batch": 2, "in_features": 16384, "out_features": 8192}},
     tolerances=tolerances(bfloat16=(3e-2, 3e-2), float32=(1e-4, 1e-4)),
     traffic=roofline,
+    sweep=gemm_tokens("all_reduce", param="seq", row_bytes="out_features", per="batch"),
 )

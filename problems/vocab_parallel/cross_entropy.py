@@ -78,4 +78,5 @@ PROBLEM = Problem(
     tolerances=tolerances(bfloat16=(1e-4, 1e-4), float32=(1e-4, 1e-4)),
     traffic=roofline,
     process_groups=lambda world_size: {"tp_group": [list(range(world_size))]},
+    pkb_ids=(73,),
 )

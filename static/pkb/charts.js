@@ -4,22 +4,40 @@
   // plotly.js 3+ shows no axis title given as a bare string: it wants { text }.
   const titled = (axis) => (axis && typeof axis.title === "string" ? Object.assign({}, axis, { title: { text: axis.title } }) : axis);
   const layout = (extra) => {
-    const lay = Object.assign({ margin: { t: 30, r: 20, b: 60, l: 60 }, legend: { orientation: "h" } }, extra || {});
+    const lay = Object.assign({ margin: { t: 50, r: 20, b: 60, l: 60 }, legend: { orientation: "h" } }, extra || {});
+    if (typeof lay.title === "string") lay.title = { text: lay.title };
+    if (lay.title) lay.title = Object.assign({ x: 0.01, xanchor: "left", font: { size: 15 } }, lay.title);
     // automargin: long problem and category names get room instead of being cut off.
     for (const key of ["xaxis", "yaxis"]) lay[key] = Object.assign({ automargin: true }, titled(lay[key]));
     return lay;
   };
   const config = { responsive: true, displaylogo: false };
   const data = (id) => { const el = document.getElementById(id); return el ? JSON.parse(el.textContent) : null; };
-  const plot = (id, traces, lay) => { const el = document.getElementById(id); if (el && window.Plotly) Plotly.newPlot(el, traces, layout(lay), config); };
+  // Every chart has a title: the one given, else the element's data-title, else its section's heading.
+  const titleOf = (el) => {
+    if (el.dataset.title) return el.dataset.title;
+    const box = el.closest("section, div");
+    const heading = box ? box.querySelector("h2, h3") : null;
+    return heading ? heading.textContent.trim() : "";
+  };
+  const plot = (id, traces, lay) => {
+    const el = document.getElementById(id);
+    if (!el || !window.Plotly) return;
+    const full = Object.assign({}, lay || {});
+    if (!full.title) full.title = titleOf(el);
+    Plotly.newPlot(el, traces, layout(full), config);
+  };
 
   function hardware() {
     const heat = data("data-heatmap");
-    if (heat) plot("chart-heatmap", [{ type: "heatmap", z: heat.z, x: heat.x, y: heat.y, colorscale: "Viridis", colorbar: { title: { text: "GB/s" } } }],
-      { xaxis: { title: "to" }, yaxis: { title: "from", autorange: "reversed" } });
+    // The colour scale starts at zero: a scale from the smallest value makes a 5% gap look total.
+    const top = heat ? Math.max(...heat.z.flat().filter((v) => typeof v === "number")) : 0;
+    if (heat) plot("chart-heatmap", [{ type: "heatmap", z: heat.z, x: heat.x, y: heat.y, colorscale: "Viridis", zauto: false, zmin: 0, zmax: top,
+      colorbar: { title: { text: "GB/s" } }, hovertemplate: "%{y} → %{x}: %{z:.1f} GB/s<extra></extra>" }],
+      { title: "Measured peer bandwidth, one direction (GB/s; colour scale from 0)", xaxis: { title: "to GPU" }, yaxis: { title: "from GPU", autorange: "reversed" } });
     const curves = data("data-curves");
     if (curves) plot("chart-curves", Object.entries(curves.series).map(([op, s]) => ({ type: "scatter", mode: "lines+markers", name: op, x: s.x, y: s.y })),
-      { xaxis: { title: "message bytes", type: "log" }, yaxis: { title: "bus bandwidth (GB/s)" } });
+      { title: (curves.backend || "").toUpperCase() + " bus bandwidth by message size", xaxis: { title: "message size (bytes, log scale)", type: "log" }, yaxis: { title: "bus bandwidth (GB/s)", rangemode: "tozero" } });
   }
 
   function models() {
@@ -27,14 +45,14 @@
     if (!t) return;
     const keys = t.columns.map((c) => c.key).filter((k) => k.startsWith("fast_") && !k.includes("_at_"));
     plot("chart-fastp", t.rows.map((r) => ({ type: "bar", name: r.model, x: keys.map((k) => k.replace("fast_", "p=").replace("_", ".")), y: keys.map((k) => r[k]) })),
-      { barmode: "group", yaxis: { title: "share of problems", tickformat: ".0%", range: [0, 1] } });
+      { title: "fast_p: share of problems solved faster than p × the reference", barmode: "group", xaxis: { title: "speedup threshold p (x)" }, yaxis: { title: "share of problems (%)", tickformat: ".0%", range: [0, 1] } });
   }
 
   function compare() {
     const d = data("data-compare");
     if (!d) return;
     plot("chart-fastp", Object.entries(d.fast_p.series).map(([m, y]) => ({ type: "scatter", mode: "lines", name: m, x: d.fast_p.p, y: y, line: { shape: "hv" } })),
-      { xaxis: { title: "p (speedup threshold)" }, yaxis: { title: "fast_p", tickformat: ".0%", range: [0, 1] } });
+      { title: "fast_p curves", xaxis: { title: "speedup threshold p (x)" }, yaxis: { title: "fast_p (share of problems, %)", tickformat: ".0%", range: [0, 1] } });
     // Only problems some model solved: a point-less axis of every problem squeezes the plot.
     const solved = d.problems.filter((p) => Object.values(d.speedups).some((s) => s[p] != null));
     // Error bars: each best speedup's interval, where its report has one (schema 1.3 on).
@@ -45,13 +63,13 @@
                arrayminus: Object.keys(s).map((p) => (iv[p] ? s[p] - iv[p][0] : 0)) };
     };
     plot("chart-scatter", Object.entries(d.speedups).map(([m, s]) => ({ type: "scatter", mode: "markers", name: m, x: Object.keys(s), y: Object.values(s), marker: { size: 9 }, error_y: bars(m, s) })),
-      { xaxis: { title: "problem (solved by at least one model)", categoryarray: solved, categoryorder: "array" }, yaxis: { title: "best correct speedup (x; bars: its interval)", type: "log" },
+      { title: "Best correct speedup per problem", xaxis: { title: "problem (solved by at least one model)", categoryarray: solved, categoryorder: "array" }, yaxis: { title: "best correct speedup (x, log scale; bars: its interval)", type: "log" },
         shapes: [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: 1, y1: 1, line: { dash: "dot", color: "#888" } }] });
     plot("chart-categories", Object.entries(d.categories).map(([m, c]) => ({ type: "bar", name: m, x: Object.keys(c), y: Object.values(c) })),
-      { barmode: "group", yaxis: { title: "share faster than reference", tickformat: ".0%", range: [0, 1] } });
+      { title: "Faster than the reference, by category", barmode: "group", xaxis: { title: "category" }, yaxis: { title: "share of the category's problems (%)", tickformat: ".0%", range: [0, 1] } });
     const outcomes = Array.from(new Set(Object.values(d.failures).flatMap((f) => Object.keys(f))));
     plot("chart-failures", outcomes.map((o) => ({ type: "bar", name: o, x: Object.keys(d.failures), y: Object.values(d.failures).map((f) => f[o] || 0) })),
-      { barmode: "stack", showlegend: true, yaxis: { title: "attempts" } });
+      { title: "Outcome of every attempt", barmode: "stack", showlegend: true, xaxis: { title: "model" }, yaxis: { title: "attempts (count)" } });
   }
 
   // Markers per round, a line at their median (the speedup) and a band for its interval.
@@ -73,10 +91,10 @@
     if (ranks) plot("chart-ranks", [
       { type: "bar", name: "reference", x: ranks.ranks.map((r) => "rank " + r), y: ranks.reference },
       { type: "bar", name: "candidate", x: ranks.ranks.map((r) => "rank " + r), y: ranks.candidate }],
-      { barmode: "group", yaxis: { title: "median ms" } });
+      { title: "Median time per rank", barmode: "group", xaxis: { title: "rank" }, yaxis: { title: "median time (ms)", rangemode: "tozero" } });
     const rounds = data("data-rounds");
     if (rounds) plot("chart-rounds", roundTraces(rounds), {
-      title: { text: "Speedup in each alternating round (reference ms / candidate ms)" }, margin: { t: 50, r: 20, b: 60, l: 60 },
+      title: { text: "Speedup in each alternating round (reference ms / candidate ms)" },
       xaxis: { title: "round (in the order run)", dtick: rounds.round.length > 30 ? undefined : 1 },
       yaxis: { title: "speedup (x, reference / candidate)" } });
     const box = document.getElementById("status-box");
@@ -91,5 +109,27 @@
     setTimeout(poll, 1000);
   }
 
-  window.PKB = { hardware, models, compare, submission };
+  // A run's fast_p curve (thick) beside other runs on the same hardware.
+  function runCurves() {
+    const d = data("data-run-curves");
+    if (!d) return;
+    plot("chart-run-fastp", Object.entries(d.series).map(([name, y]) => ({ type: "scatter", mode: "lines", name: name, x: d.p, y: y,
+      line: { shape: "hv", width: name === d.current ? 4 : 1.5 } })),
+      { xaxis: { title: "p (speedup threshold)" }, yaxis: { title: "fast_p over the run's problems", tickformat: ".0%", range: [0, 1] },
+        margin: { t: 30, r: 20, b: 100, l: 60 }, legend: { orientation: "h", y: -0.3 } });
+  }
+
+  // While a run has pending samples, reload its page when another sample finishes.
+  function followRun() {
+    const box = document.getElementById("run-progress");
+    if (!box || box.dataset.done === "1" || !box.dataset.progressUrl) return;
+    const seen = Number(box.dataset.finished || 0);
+    const poll = () => fetch(box.dataset.progressUrl, { headers: { Accept: "application/json" } })
+      .then((r) => (r.ok ? r.json() : null))
+      .then((p) => { if (p && (p.done || p.finished + p.failed !== seen)) window.location.reload(); else setTimeout(poll, 5000); })
+      .catch(() => setTimeout(poll, 15000));
+    setTimeout(poll, 5000);
+  }
+
+  window.PKB = { hardware, models, compare, submission, runCurves, followRun };
 })();

@@ -51,8 +51,9 @@ def world(worlds: dict[int, list[dict[str, Any]]], size: int, base: Path) -> lis
     return worlds[size]
 
 
-def test_the_summing_problems_are_the_45_the_issue_counts():
-    assert len(SLUGS) == 45
+def test_the_summing_problems_are_the_45_the_issue_counts_and_the_9_added_since():
+    # 9 summing problems came with the ParallelKernelBench superset (docs/pkb-mapping.md).
+    assert len(SLUGS) == 45 + 9
 
 
 @pytest.mark.parametrize("world_size", WORLD_SIZES)
@@ -62,6 +63,10 @@ def test_a_copy_of_the_reference_and_an_fp32_accumulation_pass(worlds, world_siz
               if not verdict(slug, ranks, variant).passed]
     assert not failed
 
+# Summing problems whose only reduction adds integers: lossy float arithmetic has nothing to act
+# on, and their outputs are exact (integer ranks), so every variant gives the exact answer.
+INTEGER_REDUCTIONS = {"graphstorm-negative-ranking"}  # sums int64 row counts; outputs int64 ranks
+
 
 @pytest.mark.parametrize("world_size", WORLD_SIZES)
 @pytest.mark.parametrize("variant", LOSSY)
@@ -70,6 +75,8 @@ def test_a_lossy_variant_fails_unless_the_references_own_rounding_hides_it(world
     ranks = world(worlds, world_size, tmp_path_factory.getbasetemp())
     passed = {}
     for slug in SLUGS:
+        if slug in INTEGER_REDUCTIONS:
+            continue
         result = verdict(slug, ranks, variant)
         # bf16 everywhere is lossy only where the reference computes something in float32.
         if result.passed and not (variant == "bf16" and result.same_as_reference):

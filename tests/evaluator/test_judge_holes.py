@@ -74,7 +74,10 @@ def test_a_forged_answer_to_a_timed_block_is_a_protocol_violation():
     report = run("forges_timed_block")
     assert report["verdict"] == "fail"
     assert report["failure"]["failure_class"] == "protocol_violation"
-    assert "twice" in report["failure"]["message"]
+    # Whichever gives it away first: an answer without the digests of the block's outputs, or
+    # the harness's own answer arriving after the forged one.
+    message = report["failure"]["message"]
+    assert "twice" in message or "did not digest the outputs" in message, message
     assert report["timing"] is None
 
 
@@ -83,3 +86,41 @@ def test_the_seeds_in_the_job_do_not_rebuild_a_peers_inputs():
     assert report["verdict"] == "fail"
     assert report["failure"]["failure_class"] == "value_mismatch"
     assert report["failure"]["trial"] == 0
+
+
+def test_a_rebound_harness_clock_does_not_change_a_cpu_speedup():
+    # The candidate makes the rank's clock run 20x slow: its calls report a twentieth of their
+    # time. On CPU the ratios come from the parent's wall clock, which candidate code cannot reach.
+    report = run("slows_the_harness_clock")
+    assert report["verdict"] == "pass", report["failure"]
+    timing = report["timing"]
+    assert "parent's wall clock" in timing["method"]
+    assert timing["speedup"] < 4.0, timing  # the ranks claimed 20x; two loaded cores make ~1 wobble
+    # What the ranks claimed is kept for diagnosis: a twentieth of the reference's times.
+    assert min(timing["candidate"]["per_rank_median_ms"]) < timing["reference"]["median_ms"] / 4, timing
+
+
+def test_kept_outputs_changed_after_their_call_are_a_protocol_violation():
+    # Timed calls skip the communication; the right sums are written over the kept copies once
+    # the parent has said which calls it checks. The digests sent with each block give it away.
+    report = run("fixes_kept_outputs_later")
+    assert report["verdict"] == "fail"
+    failure = report["failure"]
+    assert failure["failure_class"] == "protocol_violation", failure
+    assert "not what the call returned" in failure["message"]
+    assert report["timing"] is None
+
+
+def test_digests_agree_between_a_device_and_the_parent_and_see_one_changed_bit():
+    import torch
+
+    from evaluator.digest import outputs_digest
+
+    x = torch.randn(1001, dtype=torch.float32).to(torch.bfloat16)  # 2002 bytes: not a whole number of words
+    assert outputs_digest([x]) == outputs_digest([x.clone()])
+    flipped = x.clone()
+    flipped.view(torch.int16)[777] ^= 1
+    assert outputs_digest([flipped]) != outputs_digest([x])
+    # Same bytes, other shape or dtype: another digest.
+    assert outputs_digest([x.reshape(7, 143)]) != outputs_digest([x])
+    assert outputs_digest([x.view(torch.float16)]) != outputs_digest([x])

@@ -164,7 +164,8 @@ def celery_worker_process(live_server: Any) -> Any:
     queue = f"pkb.hw.cpu-test-{os.getpid()}"
     env = {**os.environ, "PKB_BROKER_URL": settings.CELERY_BROKER_URL,
            "PKB_PORTAL_URL": live_server.url, "PKB_WORKER_NAME": "test-worker",
-           "PKB_WORKER_POST_RETRIES": "2"}
+           "PKB_WORKER_RETRY_MAX_S": "2", "PKB_WORKER_DELIVERY_MAX_S": "30",
+           "PKB_WORKER_SPOOL_DIR": f"/tmp/pkb-test-spool-{os.getpid()}"}
     env.pop("DJANGO_SETTINGS_MODULE", None)  # the worker must not need Django
     log = open(Path(settings.BASE_DIR) / "var" / f"test-worker-{os.getpid()}.log", "wb") \
         if (Path(settings.BASE_DIR) / "var").is_dir() else subprocess.DEVNULL
@@ -187,7 +188,7 @@ def celery_worker_process(live_server: Any) -> Any:
             pass
 
 
-def wait_for(predicate: Any, timeout_s: float = 120.0, every_s: float = 0.5) -> Any:
+def wait_for(predicate: Any, timeout_s: float = 120.0, every_s: float = 0.5, what: str = "") -> Any:
     import time
 
     deadline = time.monotonic() + timeout_s
@@ -196,4 +197,4 @@ def wait_for(predicate: Any, timeout_s: float = 120.0, every_s: float = 0.5) -> 
         if value:
             return value
         time.sleep(every_s)
-    raise AssertionError(f"not true within {timeout_s} s")
+    raise AssertionError(f"{what or 'not true'}: not within {timeout_s} s")

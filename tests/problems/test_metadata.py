@@ -92,3 +92,33 @@ def test_the_suite_covers_backward_and_inference():
     tags = Counter(t for p in ALL for t in p.tags)
     assert tags["backward"] >= 5
     assert tags["inference"] >= 5 and tags["latency"] >= 3
+
+
+def test_metadata_lines_leave_the_version_alone():
+    """pkb_ids and sweep describe a problem; they do not change what it computes. Each must sit
+    on one line so that versioning can leave it out (problems.registry.METADATA_LINE)."""
+    import ast
+
+    from problems.registry import versioned_text
+
+    for problem in ALL:
+        tree = ast.parse(versioned_text(problem))
+        keywords = {k.arg for node in ast.walk(tree) if isinstance(node, ast.Call)
+                    and getattr(node.func, "id", None) == "Problem" for k in node.keywords}
+        assert not keywords & {"pkb_ids", "sweep"}, f"{problem.slug}: write pkb_ids= and sweep= on one line each"
+
+
+def test_committed_results_still_match_their_problems_versions():
+    # The leaderboard is seeded from these reports: a metadata edit must not orphan them.
+    import json
+    from pathlib import Path
+
+    results = Path(__file__).resolve().parents[2] / "docs" / "results"
+    checked = 0
+    for path in sorted(results.rglob("*.json")):
+        for report in json.loads(path.read_text()).get("reports", []):
+            if "problem" in report:  # an evaluation report (sweeps are checked through theirs)
+                problem = problems.get(report["problem"]["slug"])
+                assert report["problem"]["version"] == problems.version(problem), path.name
+                checked += 1
+    assert checked >= 3

@@ -2,7 +2,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from datetime import date, datetime
+
 from django import template
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
@@ -43,6 +46,43 @@ def speedup(value: Any, low: Any = None, high: Any = None, note: str = "") -> st
 def speedup_cell(row: Any, key: str) -> str | SafeString:
     """A table row's speedup under ``key``, with ``key_low``, ``key_high`` and ``key_note``."""
     return speedup(row.get(key), row.get(f"{key}_low"), row.get(f"{key}_high"), row.get(f"{key}_note", ""))
+
+
+@register.filter
+def when(value: Any) -> str | SafeString:
+    """A human date (``24 Nov 2026, 09:27 UTC``) with the exact ISO 8601 value on hover.
+
+    Takes a datetime, a date or an ISO string (profiles store ``measured_at`` as text)."""
+    if value in (None, ""):
+        return ""
+    moment = _as_datetime(value)
+    if moment is None:
+        return str(value)
+    if isinstance(moment, datetime):
+        moment = timezone.localtime(moment) if timezone.is_aware(moment) else moment
+        shown = f"{moment.day} {moment:%b %Y, %H:%M}" + (f" {moment:%Z}" if moment.tzinfo else "")
+    else:
+        shown = f"{moment.day} {moment:%b %Y}"
+    return format_html('<time datetime="{}" title="{}">{}</time>', moment.isoformat(),
+                       moment.isoformat(), shown)
+
+
+def _as_datetime(value: Any) -> datetime | date | None:
+    if isinstance(value, (datetime, date)):
+        return value
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+@register.filter
+def gbps(value: Any) -> str:
+    """Bandwidth in GB/s (1e9 bytes/s, as nccl-tests reports it)."""
+    if value is None:
+        return ""
+    v = float(value)
+    return f"{v:.3g} GB/s" if v < 10 else f"{v:.1f} GB/s"
 
 
 @register.filter

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from portal.catalog.services import load_catalog
+from portal.leaderboards import cache as board_cache
 
 
 class Command(BaseCommand):
@@ -13,6 +14,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         result = load_catalog(settings.PKB_PROBLEMS_PACKAGE, settings.PKB_HARDWARE_DIR)
+        board_cache.invalidate()  # versions and retirements change by bulk updates (no signals)
         self.stdout.write(
             f"problems: {len(result.created)} new, {len(result.new_versions)} new versions, "
             f"{len(result.unchanged)} unchanged, {len(result.retired)} retired; "

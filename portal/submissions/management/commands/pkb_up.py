@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -17,8 +16,9 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
 from portal.catalog.models import Hardware
+from portal.lib import production_up, stack
 from portal.submissions.importing import enqueue_baselines
-from portal.submissions.lifecycle import reap_stuck
+from portal.submissions.tasks import reap_stuck
 
 DEMO_USER, DEMO_PASSWORD = "demo", "demo-pkb-local"  # a local account; pkb_up is not production
 
@@ -34,8 +34,13 @@ class Command(BaseCommand):
                             help="queue a real run of every problem's reference on the local CPU "
                                  "(a side queue: your uploads are not held up behind it)")
         parser.add_argument("--no-demo-user", action="store_true")
+        parser.add_argument("--production", action="store_true",
+                            help="gunicorn + whitenoise, PostgreSQL and Redis from the settings, a "
+                                 "worker per CPU hardware queue, the reaper (make prod)")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["production"]:
+            return self._production(options)
         reach = "127.0.0.1" if options["host"] in ("0.0.0.0", "::") else options["host"]
         base = f"http://{reach}:{options['port']}"
         login = "" if options["no_demo_user"] else f"log in as {DEMO_USER} / {DEMO_PASSWORD} (local only)"
@@ -56,6 +61,22 @@ class Command(BaseCommand):
         threading.Thread(target=self._announce, args=(reach, options["port"], base, login),
                          daemon=True).start()
         self._wait(children)
+
+    def _production(self, options: dict[str, Any]) -> None:
+        production_up.check_settings()
+        production_up.ensure_database()
+        self._banner(f"PKB Portal (production stack) on http://{options['host']}:{options['port']}/",
+                     "migrating, collecting static files, seeding")
+        call_command("migrate", verbosity=0, interactive=False)
+        call_command("collectstatic", verbosity=0, interactive=False)
+        call_command("seed")
+        if not options["no_demo_user"]:
+            self._demo_user()
+        if not settings.SECURE_SSL_REDIRECT:
+            self.stdout.write(self.style.WARNING(
+                "PKB_HTTPS=0: no HTTPS redirect, HSTS or secure cookies (a host without TLS)"))
+        self.stdout.write(f"check --deploy: {production_up.deploy_check()}")
+        production_up.run(production_up.specs(options["host"], options["port"]), self.stdout.write)
 
     def _banner(self, *lines: str) -> None:
         shown = [line for line in lines if line]
@@ -107,21 +128,4 @@ class Command(BaseCommand):
                 self.stderr.write(f"reaper: {exc}")
 
     def _wait(self, children: list[subprocess.Popen[bytes]]) -> None:
-        def stop(*_: Any) -> None:
-            for child in children:
-                if child.poll() is None:
-                    child.terminate()
-            for child in children:
-                try:
-                    child.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    child.kill()
-            sys.exit(0)
-
-        signal.signal(signal.SIGTERM, stop)
-        try:
-            while all(child.poll() is None for child in children):
-                time.sleep(1)
-        except KeyboardInterrupt:
-            pass
-        stop()
+        stack.supervise(children, ["server", "worker"][:len(children)], self.stdout.write, grace_s=10)

@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from portal.catalog.models import Hardware
 from portal.catalog.reference_timings import import_timings
 from portal.catalog.services import load_catalog
+from portal.leaderboards import cache as board_cache
 from portal.submissions.importing import enqueue_baselines, import_results
 
 
@@ -32,6 +33,7 @@ class Command(BaseCommand):
         self.stdout.write(f"reference timings: {len(timings.created)} new, {len(timings.updated)} "
                           f"replaced, {len(timings.unchanged)} unchanged, {len(timings.not_ok)} "
                           "without a baseline (failed, untimed, or timed on an earlier problem version)")
+        board_cache.invalidate()  # versions and retirements change by bulk updates (no signals)
         for error in loaded.errors + imported.errors + timings.errors:
             self.stderr.write(f"error: {error}")
         if options["baselines"]:

@@ -1,0 +1,255 @@
+"""``pkb sweep``: one candidate against the reference over a range of message sizes.
+
+Every size is one whole evaluation (``api.evaluate``) with the problem's sweep point as its size
+(``sweep:<bytes>``, problems/spec.py): the same static checks, sandbox, correctness trials,
+paired timing and re-checked timed calls as ``pkb eval``, so a point's speedup and interval mean
+exactly what an evaluation's do. What this module adds is the axis (which sizes, which shape
+parameter), the nccl-tests bandwidth figures, and one report over all the points
+(evaluator/sweep.schema.json, docs/sweeps.md). Each point starts both sides afresh: correct
+and simple, at the cost of process start-up per size (docs/sweeps.md says how long).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import re
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence
+
+import problems
+from problems.spec import Problem, _derive_seed, dtype_name, sweep_size
+
+from . import __version__
+from .api import evaluate
+from .config import EvalConfig
+from .hardware.collectives import bus_factor
+from .launcher import ProgressHook
+from .report import FailureClass
+from .static_checks import resolve_dtype
+
+SWEEP_SCHEMA_VERSION = "1.0"
+# Failures that do not depend on the size: after one, the other sizes would only repeat it.
+SIZE_INDEPENDENT = {FailureClass.SYNTAX_ERROR.value, FailureClass.MISSING_SOLUTION.value,
+                    FailureClass.IMPORT_ERROR.value}
+# A size is started only with this many seconds of the deadline left, and at least this multiple
+# of the previous size's wall time: an evaluation cut by the deadline would read as the
+# candidate's deadlock, so a size that cannot finish is skipped (and said) instead.
+MIN_POINT_S = 20.0
+GROWTH = 1.5
+
+_UNITS = {"": 1, "b": 1, "k": 2**10, "kb": 2**10, "kib": 2**10, "m": 2**20, "mb": 2**20,
+          "mib": 2**20, "g": 2**30, "gb": 2**30, "gib": 2**30}
+
+
+def parse_bytes(text: str) -> int:
+    """``4096``, ``4K``, ``64KiB``, ``1M``, ``256MiB``, ``1G`` -> bytes (binary units)."""
+    match = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
+    unit = match.group(2).lower() if match else ""
+    if match is None or unit not in _UNITS or int(match.group(1)) <= 0:
+        raise ValueError(f"message size {text!r}: expected a positive number of bytes such as 4096, "
+                         "4K, 64KiB, 1M or 256MiB")
+    return int(match.group(1)) * _UNITS[unit]
+
+
+def format_bytes(n: float) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            value = n / scale
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    target_bytes: int  # the size asked for
+    size: str  # its size name, what the evaluation runs (``sweep:<bytes>[:<base>]``)
+    param: int  # the swept parameter's value there
+    message_bytes: float  # the message size it gives (nccl-tests' ``size``)
+
+
+def sweep_problem(slug: str) -> Problem:
+    """The problem, which must declare a sweep axis."""
+    problem = problems.get(slug)
+    if problem.sweep is None:
+        with_axis = [p.slug for p in problems.all_problems() if p.sweep is not None]
+        raise ValueError(f"{slug} declares no sweep axis (Problem.sweep), so it cannot be swept; "
+                         f"problems that can: {', '.join(with_axis)}")
+    return problem
+
+
+def sweep_points(problem: Problem, world_size: int, dtype: Optional[str] = None,
+                 targets: Optional[Sequence[int]] = None, base: Optional[str] = None) -> list[SweepPoint]:
+    """The points of a sweep, smallest first: one per distinct parameter value (two targets that
+    round to the same shape are one point, the smaller target naming it)."""
+    axis = problem.sweep
+    if axis is None:
+        raise ValueError(f"{problem.slug} declares no sweep axis")
+    resolved = resolve_dtype(problem, dtype)
+    wanted = sorted(set(targets or axis.bytes))
+    if not wanted:
+        raise ValueError("a sweep needs at least one message size")
+    points: dict[int, SweepPoint] = {}
+    for target in wanted:
+        size = sweep_size(target, base if base and base != axis.base else None)
+        setting = problem.setting(world_size, size, resolved)  # checks world size, dtype, base
+        value = int(setting[axis.param])
+        if value not in points:
+            points[value] = SweepPoint(target, size, value, axis.message_bytes(setting))
+    return sorted(points.values(), key=lambda p: p.message_bytes)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def point_timing(report: dict[str, Any], message_bytes: float, factor: float) -> Optional[dict[str, Any]]:
+    """The figures a sweep plots, from one evaluation's timing (None where it has none)."""
+    timing = report.get("timing")
+    if not timing:
+        return None
+    ref_ms, cand_ms = timing["reference"]["median_ms"], timing["candidate"]["median_ms"]
+
+    def gbps(ms: Optional[float], times: float = 1.0) -> Optional[float]:
+        """message bytes / time in GB/s, times ``times``; None for a time of zero or none."""
+        return message_bytes / (ms / 1e3) / 1e9 * times if ms else None
+
+    roofline = timing.get("roofline") or None
+    roofline_ms = roofline["time_ms"] if roofline else None
+    interval = timing.get("interval") or {}
+    return {
+        "reference_ms": ref_ms, "candidate_ms": cand_ms, "speedup": timing["speedup"],
+        "interval": {"low": interval["low"], "high": interval["high"]} if interval else None,
+        "stop": (timing.get("stop") or {}).get("reason"), "rounds": len(timing.get("rounds") or []),
+        "reference_algbw_gbps": gbps(ref_ms), "candidate_algbw_gbps": gbps(cand_ms),
+        "reference_busbw_gbps": gbps(ref_ms, factor), "candidate_busbw_gbps": gbps(cand_ms, factor),
+        "roofline_ms": roofline_ms, "roofline_bound": roofline["bound"] if roofline else None,
+        "roofline_busbw_gbps": gbps(roofline_ms, factor),
+        "candidate_roofline_fraction": timing["candidate"].get("roofline_fraction"),
+        "reference_roofline_fraction": timing["reference"].get("roofline_fraction"),
+        "clocks_moved": bool((timing.get("clocks") or {}).get("moved")),
+    }
+
+
+def _point(point: SweepPoint, param: str, report: Optional[dict[str, Any]], factor: float,
+           skipped: Optional[str] = None) -> dict[str, Any]:
+    failure = (report or {}).get("failure")
+    return {
+        "target_bytes": point.target_bytes, "message_bytes": point.message_bytes, "size": point.size,
+        "params": {param: point.param},
+        "verdict": report["verdict"] if report else None,
+        "failure": {"failure_class": failure["failure_class"], "message": failure["message"]} if failure else None,
+        "timing": point_timing(report, point.message_bytes, factor) if report else None,
+        "skipped": skipped, "report": report,
+    }
+
+
+def run_sweep(config: EvalConfig, *, targets: Optional[Sequence[int]] = None, base: Optional[str] = None,
+              on_point: Optional[Callable[[int, int, dict[str, Any]], None]] = None,
+              on_progress: Optional[ProgressHook] = None, command: Optional[str] = None) -> dict[str, Any]:
+    """Evaluate ``config``'s candidate at every point of the problem's sweep; ``config.size`` is
+    ignored, ``config.deadline_s`` bounds the whole sweep. ``on_point(i, n, point)`` after each.
+    Bad arguments raise ValueError before anything runs."""
+    started_at, started = _now(), time.monotonic()
+    problem = sweep_problem(config.problem)
+    axis = problem.sweep
+    assert axis is not None
+    points = sweep_points(problem, config.world_size, config.dtype, targets, base)
+    factor = bus_factor(axis.collective, config.world_size)
+    rows: list[dict[str, Any]] = []
+    stop_reason: Optional[str] = None
+    needed = MIN_POINT_S
+    for i, point in enumerate(points):
+        left = None if config.deadline_s is None else config.deadline_s - (time.monotonic() - started)
+        if stop_reason is None and left is not None and left < needed:
+            stop_reason = (f"the sweep's deadline ({config.deadline_s:.0f} s) left {max(left, 0):.0f} s, "
+                           f"less than this size would need (~{needed:.0f} s)")
+        if stop_reason is not None:
+            rows.append(_point(point, axis.param, None, factor, skipped=stop_reason))
+        else:
+            # A seed per size, derived from the sweep's: the same command gives the same inputs.
+            seed = None if config.seed is None else _derive_seed(config.seed, "sweep", point.target_bytes) % 2**31
+            began = time.monotonic()
+            report = dict(evaluate(dataclasses.replace(config, size=point.size, seed=seed, deadline_s=left),
+                                   on_progress))
+            needed = max(MIN_POINT_S, GROWTH * (time.monotonic() - began))
+            rows.append(_point(point, axis.param, report, factor))
+            failure = report.get("failure") or {}
+            if failure.get("failure_class") in SIZE_INDEPENDENT:
+                stop_reason = (f"the candidate failed with {failure['failure_class']} at "
+                               f"{format_bytes(point.message_bytes)}, which does not depend on the size")
+        if on_point is not None:
+            on_point(i, len(points), rows[-1])
+    run = [r for r in rows if r["report"] is not None]
+    first = run[0]["report"] if run else {}
+    return {
+        "schema": "pkb-sweep", "schema_version": SWEEP_SCHEMA_VERSION, "evaluator_version": __version__,
+        "problem": {"slug": problem.slug, "id": problem.id, "version": problems.version(problem)},
+        "setting": {"world_size": config.world_size, "device": config.device,
+                    "backend": "nccl" if config.device == "cuda" else "gloo",
+                    "dtype": dtype_name(resolve_dtype(problem, config.dtype)), "trials": config.trials,
+                    "base": base or axis.base},
+        "axis": {"param": axis.param, "collective": axis.collective, "bus_factor": factor,
+                 "message": "nccl-tests' size for the collective: " + MESSAGE_MEANING[axis.collective]},
+        "solution": first.get("solution"),
+        "hardware_profile": first.get("hardware_profile"),
+        "sandbox": "on" if config.sandbox else "off",
+        "verdict": "fail" if any(r["verdict"] == "fail" for r in rows) else "pass",
+        "complete": all(r["skipped"] is None for r in rows),
+        "failed_sizes": [r["target_bytes"] for r in rows if r["verdict"] == "fail"],
+        "points": rows, "command": command,
+        "started_at": started_at, "finished_at": _now(), "wall_s": time.monotonic() - started,
+    }
+
+
+MESSAGE_MEANING = {
+    "all_reduce": "the buffer", "broadcast": "the buffer", "reduce": "the buffer",
+    "send_recv": "the buffer", "all_gather": "the gathered output", "gather": "the gathered output",
+    "reduce_scatter": "the unsharded input", "scatter": "the unsharded input",
+    "all_to_all": "one rank's send buffer",
+}
+
+
+def _num(value: Optional[float], fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def render_table(sweep: dict[str, Any]) -> str:
+    """The sweep as a table: one line per size, then the verdict and where it failed."""
+    s, axis = sweep["setting"], sweep["axis"]
+    cpu = s["device"] == "cpu"
+    lines = [f"{sweep['problem']['slug']}  world={s['world_size']} {s['device']}/{s['backend']} {s['dtype']}  "
+             f"sweep of {axis['param']} ({axis['collective']}, busbw = algbw x {axis['bus_factor']:.3f})"
+             + ("  CPU timings: a smoke test, not a measurement" if cpu else "")]
+    header = (f"{'message':>10} {axis['param']:>10} {'verdict':>7} {'ref ms':>9} {'cand ms':>9} "
+              f"{'speedup [95%]':>22} {'ref busbw':>10} {'cand busbw':>10} {'roof busbw':>10} {'cand/roof':>9}")
+    lines += [header, "-" * len(header)]
+    for p in sweep["points"]:
+        t = p["timing"] or {}
+        if p["skipped"]:
+            verdict = "skip"
+        else:
+            verdict = (p["verdict"] or "-").upper()
+        iv = t.get("interval")
+        speed = (f"{t['speedup']:.3f}x [{iv['low']:.3f}, {iv['high']:.3f}]" if iv else
+                 (f"{t['speedup']:.3f}x" if t else "-"))
+        lines.append(f"{format_bytes(p['message_bytes']):>10} {p['params'][axis['param']]:>10} {verdict:>7} "
+                     f"{_num(t.get('reference_ms'), '.4f'):>9} {_num(t.get('candidate_ms'), '.4f'):>9} {speed:>22} "
+                     f"{_num(t.get('reference_busbw_gbps'), '.4g'):>10} {_num(t.get('candidate_busbw_gbps'), '.4g'):>10} "
+                     f"{_num(t.get('roofline_busbw_gbps'), '.4g'):>10} "
+                     f"{_num(t.get('candidate_roofline_fraction'), '.1%'):>9}")
+    lines.append("busbw in GB/s (1e9 bytes/s); roof = the roofline of hardware profile "
+                 f"{sweep['hardware_profile'] or '(none)'}")
+    ran = [p for p in sweep["points"] if p["verdict"]]
+    passed = sum(1 for p in ran if p["verdict"] == "pass")
+    lines.append(f"verdict: {sweep['verdict'].upper()} ({passed} of {len(sweep['points'])} sizes passed)")
+    for p in sweep["points"]:
+        if p["failure"]:
+            lines.append(f"  failed at {format_bytes(p['message_bytes'])}: {p['failure']['failure_class']}: "
+                         f"{p['failure']['message']}")
+    skipped = [p for p in sweep["points"] if p["skipped"]]
+    if skipped:
+        lines.append(f"  {len(skipped)} sizes not run: {skipped[0]['skipped']}")
+    lines.append(f"wall time {sweep['wall_s']:.1f} s")
+    return "\n".join(lines)

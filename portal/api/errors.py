@@ -1,0 +1,162 @@
+"""The API's one error shape: ``{"error": {"code", "message", "field"}}`` for every refusal.
+
+Every DRF view goes through ``exception_handler`` (settings ``REST_FRAMEWORK
+["EXCEPTION_HANDLER"]``), so a validation error, a missing token, a throttle, a 404 and a refused
+upload all read the same way to a bot: ``code`` is stable and machine-readable, ``message`` is a
+sentence for a person, ``field`` names the request field at fault (``null`` when none is).
+A validation error that names several fields adds ``details``: one such object per problem.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404
+from rest_framework import exceptions, serializers, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from portal.submissions.validation import SubmissionError
+
+log = logging.getLogger(__name__)
+
+# DRF's codes for a field problem, renamed where the bare word says too little to a bot.
+_FIELD_CODES = {"required": "missing_field", "null": "missing_field", "blank": "blank_field",
+                "invalid_choice": "invalid_choice", "authorization": "bad_credentials"}
+# Non-field validation errors carry no field; ``non_field_errors`` is DRF's bucket for them.
+_NON_FIELD = {"non_field_errors", "__all__"}
+
+
+class ApiError(exceptions.APIException):
+    """A refusal raised by a view: a stable code, a sentence, the field at fault, an HTTP status."""
+
+    def __init__(self, code: str, message: str, *, field: str | None = None,
+                 status_code: int = status.HTTP_400_BAD_REQUEST,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(detail=message, code=code)
+        self.code, self.message, self.field = code, message, field
+        self.status_code = status_code
+        self.headers = headers or {}
+
+    @classmethod
+    def from_submission_error(cls, exc: SubmissionError) -> ApiError:
+        headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else None
+        return cls(exc.code, exc.message, field=exc.field or None, status_code=exc.status,
+                   headers=headers)
+
+
+def error_body(code: str, message: str, field: str | None = None,
+               details: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"code": code, "message": message, "field": field}
+    if details:
+        body["details"] = details
+    return {"error": body}
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """DRF's handler decides the status and headers (WWW-Authenticate, Retry-After); the body is ours."""
+    if isinstance(exc, SubmissionError):
+        exc = ApiError.from_submission_error(exc)
+    if isinstance(exc, ApiError):
+        return Response(error_body(exc.code, exc.message, exc.field), status=exc.status_code,
+                        headers=exc.headers)
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return _server_error(exc, context)
+    if isinstance(exc, exceptions.ValidationError):
+        problems = _validation_problems(exc.detail)
+        first = problems[0] if problems else {"code": "invalid", "message": "Invalid request.",
+                                              "field": None}
+        response.data = error_body(first["code"], first["message"], first["field"],
+                                   problems if len(problems) > 1 else None)
+    else:
+        response.data = error_body(_code_of(exc), _message_of(exc, response.data))
+        if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
+            response["Retry-After"] = str(int(exc.wait) + (exc.wait % 1 > 0))
+    return response
+
+
+def _code_of(exc: Exception) -> str:
+    if isinstance(exc, Http404):
+        return "not_found"
+    if isinstance(exc, DjangoPermissionDenied):
+        return "permission_denied"
+    if isinstance(exc, exceptions.APIException):
+        codes = exc.get_codes()
+        if isinstance(codes, str):
+            return codes
+    return getattr(exc, "default_code", "error")
+
+
+def _message_of(exc: Exception, data: Any) -> str:
+    if isinstance(data, dict) and "detail" in data:
+        return str(data["detail"])
+    return str(exc) or "Request refused."
+
+
+def _validation_problems(detail: Any, prefix: str = "") -> list[dict[str, Any]]:
+    """Flatten DRF's nested {field: [ErrorDetail]} into a list of {code, message, field}."""
+    if isinstance(detail, dict):
+        out: list[dict[str, Any]] = []
+        for key, value in detail.items():
+            name = None if key in _NON_FIELD else f"{prefix}{key}"
+            if name is None and prefix:
+                name = prefix.rstrip(".")
+            out += _validation_problems(value, f"{name}." if name else "") if isinstance(
+                value, dict) else _as_problems(value, name)
+        return out
+    return _as_problems(detail, prefix.rstrip(".") or None)
+
+
+def _as_problems(value: Any, field: str | None) -> list[dict[str, Any]]:
+    items = value if isinstance(value, list) else [value]
+    out = []
+    for item in items:
+        if isinstance(item, (dict, list)):
+            out += _validation_problems(item, f"{field}." if field else "")
+            continue
+        code = getattr(item, "code", None) or "invalid"
+        message = str(item)
+        if field and not message.startswith(f"{field}:"):
+            message = f"{field}: {message}"
+        out.append({"code": _FIELD_CODES.get(code, code), "message": message, "field": field})
+    return out
+
+
+def _server_error(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """An unexpected exception: logged with its traceback, answered in the error shape.
+
+    Under DEBUG it is left to Django's debug page, which shows the traceback to the developer.
+    """
+    if settings.DEBUG:
+        return None
+    view = context.get("view")
+    log.error("unhandled error in %s", type(view).__name__ if view else "an API view", exc_info=exc)
+    return Response(error_body("server_error", "The server hit an unexpected error; it has been "
+                               "logged. Try again, and report it if it persists."),
+                    status=status.HTTP_500_INTERNAL_SERVER_ERROR)
+
+
+class ErrorDetailSerializer(serializers.Serializer):
+    """One problem: the schema of ``error`` and of each entry of ``error.details``."""
+
+    code = serializers.CharField(help_text="stable, machine-readable: e.g. missing_field, "
+                                           "unknown_problem, no_worker, throttled, not_found")
+    message = serializers.CharField(help_text="a sentence saying what was wrong and what to do")
+    field = serializers.CharField(allow_null=True, help_text="the request field at fault, or null")
+
+
+class ErrorInnerSerializer(ErrorDetailSerializer):
+    """The error: the one problem, or the first of several (then all of them in ``details``)."""
+
+    details = ErrorDetailSerializer(many=True, required=False,
+                                    help_text="every problem, when a request has several")
+
+
+class ErrorSerializer(serializers.Serializer):
+    """Every 4xx/5xx answer of the API."""
+
+    error = ErrorInnerSerializer()

@@ -1,0 +1,88 @@
+"""A ParallelKernelBench run directory as file plans: each file's PKB id, our problem (from the
+problems' ``pkb_ids`` metadata), its adapter, and, where it cannot be evaluated here, why."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+from portal.runs.archives import Entry, is_noise
+from portal.runs.services import FilePlan
+
+from . import names
+from .adapters import adapter_for
+from .wrapper import wrap
+
+# NVLink multicast (multimem instructions, a multicast pointer, ThunderKittens' parallel
+# tensors): the evaluation hosts run with it off, so such a file cannot run as written.
+MULTICAST = re.compile(r"multimem\.|multicast_ptr|mc_ptr|TKParallelTensor|parallelkittens_runtime"
+                       r"|multicast\s*=\s*True")
+MULTICAST_NOTE = ("uses NVLink multicast (multimem or a multicast pointer); the evaluation hosts run "
+                  "with it off (NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1), so it "
+                  "passes only if it falls back without it")
+
+
+def pkb_index() -> dict[int, list[str]]:
+    """PKB id -> our problems that declare it in ``pkb_ids`` (problems/spec.py)."""
+    import problems
+
+    found: dict[int, list[str]] = defaultdict(list)
+    for problem in problems.all_problems():
+        for pkb_id in getattr(problem, "pkb_ids", ()):
+            found[int(pkb_id)].append(problem.slug)
+    return dict(found)
+
+
+def plans_from_pkb(entries: list[Entry]) -> list[FilePlan]:
+    index = pkb_index()
+    refs = names.references()
+    return [_plan(entry, index, refs) for entry in entries if not is_noise(entry.path)]
+
+
+def _plan(entry: Entry, index: dict[int, list[str]], refs: dict[int, str]) -> FilePlan:
+    base = entry.path.rsplit("/", 1)[-1]
+    plan = FilePlan(name=base, problem=None, source=entry.data)
+    if entry.data is None:
+        return plan.refuse(entry.code, entry.message)
+    parsed = names.parse_file(base)
+    if parsed is None:
+        return plan.refuse("not_a_pkb_file", "not named <id>_<name>_<cuda|triton|parallelkittens>.py")
+    if parsed.pkb_id is None:
+        return plan.refuse("unknown_pkb_problem", f"no ParallelKernelBench reference is named "
+                           f"{parsed.name!r} (as number {parsed.number} or {parsed.number - 1})")
+    plan.pkb_id = parsed.pkb_id
+    label = f"PKB {parsed.pkb_id} ({refs[parsed.pkb_id]})"
+    try:
+        text = entry.data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return plan.refuse("not_utf8", f"not UTF-8 text (byte {exc.start})")
+    if not text.strip():
+        return plan.refuse("empty_source", "the file is empty")
+    try:
+        compile(text, base, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        return plan.refuse("syntax_error", f"Python syntax error at line {exc.lineno}: {exc.msg}")
+    if not re.search(r"^(def|async def)\s+solution\s*\(|^solution\s*=", text, re.M):
+        return plan.refuse("missing_solution", "the file defines no top-level `solution`")
+    slugs = index.get(parsed.pkb_id, [])
+    if not slugs:
+        return plan.refuse("unmapped", f"{label} has no equivalent problem here yet "
+                           "(no problem lists it in pkb_ids)")
+    plan.problem = slugs[0]
+    if parsed.backend == "parallelkittens":
+        return plan.refuse("needs_thunderkittens", "a ParallelKittens file: it builds against "
+                           "ThunderKittens' headers and runtime (utils.parallelkittens_runtime) and "
+                           "its parallel tensors use NVLink multicast; the evaluation hosts have "
+                           "neither: not evaluated")
+    if MULTICAST.search(text):
+        # Evaluated anyway: some files fall back when the multicast pointer is 0. One that does
+        # not fails, and the run page names the reason (presenters.verdict_class).
+        plan.message = MULTICAST_NOTE
+    adapter = next((a for slug in slugs if (a := adapter_for(parsed.pkb_id, slug))), None)
+    if adapter is None:
+        return plan.refuse("no_adapter", f"{label} maps to {', '.join(slugs)}, but no adapter "
+                           "converts its calling convention yet (portal/runs/pkb/adapters.py)")
+    plan.problem, plan.adapter = adapter.slug, adapter.name
+    plan.source = wrap(text, file=base, pkb_id=parsed.pkb_id, pkb_name=refs[parsed.pkb_id],
+                       adapter=adapter).encode()
+    return plan

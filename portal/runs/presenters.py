@@ -1,0 +1,138 @@
+"""What the run pages show: the matrix of problems x samples, the tables, the chart data."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from portal.leaderboards import metrics
+from portal.leaderboards.services import Track
+from portal.lib.tables import Column, Table
+
+from . import scoring
+from .models import Run, RunSample
+from .pkb.importer import MULTICAST_NOTE
+
+
+# How a kernel fails when the multicast it relies on is absent: a null multicast address or a
+# missing handle attribute (a wrong answer is a wrong answer, whatever the kernel relies on).
+MULTICAST_FAILURES = ("runtime_error", "crash", "deadlock", "compile_error")
+
+
+def verdict_class(sample: RunSample) -> str:
+    """One word per cell: pending, pass, fast (correct and faster than 1x by fast_p's rule),
+    infra (the job was lost), needs_multicast (a PKB file that relies on NVLink multicast and
+    failed without it), or the report's failure class."""
+    sub = sample.submission
+    if sub is None:
+        return "rejected"
+    if sub.is_pending:
+        return "pending"
+    if sub.status == "failed":
+        return "infra"
+    attempt = scoring.attempt_of(sample.run, sample)
+    if attempt and metrics.is_fast(attempt, 1.0):
+        return "fast"
+    if sub.is_correct:
+        return "pass"
+    if sample.message == MULTICAST_NOTE and sub.failure_class in MULTICAST_FAILURES:
+        return "needs_multicast"  # it broke, and it relies on what the hosts switch off
+    return sub.failure_class or "fail"
+
+
+def matrix(run: Run) -> dict[str, Any]:
+    rows: dict[str, list[Any]] = defaultdict(lambda: [None] * run.k)
+    for sample in scoring.accepted(run):
+        cells = rows[sample.problem.slug]
+        if sample.index is not None and sample.index < run.k:
+            sub = sample.submission
+            cells[sample.index] = {"class": verdict_class(sample), "submission": sub.pk,
+                                   "speedup": sub.speedup, "low": sub.speedup_low,
+                                   "high": sub.speedup_high, "name": sample.name,
+                                   "turn": sample.turn}
+    return {"columns": list(range(run.k)), "rows": [{"problem": p, "cells": c} for p, c in rows.items()]}
+
+
+def scores_table(result: dict[str, Any]) -> Table:
+    scopes = [("run_problems", "the run's problems"), ("suite", "every problem on the hardware")]
+    fast = list(result["suite"]["fast_p"])
+    ks = list(result["suite"]["pass_at_k"])
+    columns = [Column("scope", "Over"), Column("problems", "Problems", "int"),
+               Column("correct", "Correct", "int"), Column("attempts", "Attempts", "int")]
+    columns += [Column(f"fast_{p}", f"fast_{p}", "pct") for p in fast]
+    columns += [Column(f"pass_at_{k}", f"pass@{k}", "pct") for k in ks]
+    columns += [Column(f"fast_1_at_{k}", f"fast_1@{k}", "pct") for k in ks]
+    columns += [Column("geomean_speedup", "Geo-mean speedup", "ratio")]
+    rows = []
+    for key, label in scopes:
+        s = result[key]
+        row = {"scope": label, "problems": s["problems"], "correct": s["correct"],
+               "attempts": s["attempts"], "geomean_speedup": s["geomean_speedup"]}
+        row.update({f"fast_{p}": v for p, v in s["fast_p"].items()})
+        row.update({f"pass_at_{k}": v for k, v in s["pass_at_k"].items()})
+        row.update({f"fast_1_at_{k}": v for k, v in s["fast_1_at_k"].items()})
+        rows.append(row)
+    return Table("scores", "Over the run's problems, and over every problem ranked on its hardware", columns, rows)
+
+
+def files_table(run: Run) -> Table:
+    columns = [Column("name", "File"), Column("status", "Status"), Column("problem", "Problem"),
+               Column("turn", "Agent turn", "int"), Column("pkb_id", "PKB id", "int"),
+               Column("adapter", "Adapter"), Column("code", "Code"), Column("message", "Why / note")]
+    rows = [{"name": s.name, "status": s.status, "problem": s.problem.slug if s.problem else "",
+             "turn": s.turn, "pkb_id": s.pkb_id, "adapter": s.adapter, "code": s.code,
+             "message": s.message}
+            for s in run.samples.select_related("problem").order_by("status", "pkb_id", "name")]
+    return Table("files", "Every file given to the run", columns, rows)
+
+
+def curves_beside(run: Run, limit: int = 8) -> dict[str, Any]:
+    """fast_p curves of this run and the latest other runs on the same hardware."""
+    others = list(Run.objects.filter(hardware=run.hardware).exclude(pk=run.pk)
+                  .select_related("model").order_by("-created_at")[:limit - 1])
+    runs = [run, *others]
+    top = 0.0
+    for r in runs:
+        for s in scoring.accepted(r):
+            sub = s.submission
+            if sub.is_correct and sub.speedup:
+                top = max(top, sub.speedup)
+    grid = metrics.curve_grid(top)
+    return {"p": grid, "series": {r.label: scoring.fast_p_curve(r, grid) for r in runs},
+            "current": run.label}
+
+
+def runs_track(runs: list[Run]) -> Track:
+    """Runs as the comparison page's models: each run's attempts under its label, the problem
+    set the union of their problems."""
+    problems: dict[str, list[str]] = {}
+    attempts = []
+    for run in runs:
+        for sample in scoring.accepted(run):
+            problems[sample.problem.slug] = sample.problem.categories
+            if (a := scoring.attempt_of(run, sample)) is not None:
+                attempts.append(a)
+    return Track(runs[0].hardware, problems, attempts)
+
+
+def runs_table(runs: list[Run]) -> Table:
+    """One row per run: the leaderboard's columns over each run's own problems."""
+    columns = [Column("run", "Run", "run"), Column("model", "Model"), Column("backend", "Backend"),
+               Column("precision", "Precision"), Column("k", "k", "int"),
+               Column("problems", "Problems", "int"), Column("correct", "Correct", "int")]
+    columns += [Column(f"fast_{p:g}".replace(".", "_"), f"fast_{p:g}", "pct") for p in scoring.SCORED_P]
+    columns += [Column("pass_at_k", "pass@k", "pct"), Column("fast_1_at_k", "fast_1@k", "pct"),
+                Column("complete", "Complete")]
+    rows = []
+    for run in runs:
+        result = scoring.scores(run)
+        s = result["run_problems"]
+        row = {"run": run.pk, "model": run.model.name,
+               "backend": run.backend, "precision": run.precision, "k": run.k,
+               "problems": s["problems"], "correct": s["correct"],
+               "pass_at_k": s["pass_at_k"][str(run.k)], "fast_1_at_k": s["fast_1_at_k"][str(run.k)],
+               "complete": "yes" if result["complete"] else f"{result['pending']} pending"}
+        row.update({f"fast_{p}".replace(".", "_"): v for p, v in s["fast_p"].items()})
+        rows.append(row)
+    rows.sort(key=lambda r: (-(r.get("fast_1") or 0), -(r["correct"] or 0)))
+    return Table("runs", "Runs (scored over each run's own problems)", columns, rows)

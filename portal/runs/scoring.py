@@ -1,0 +1,96 @@
+"""A run's progress and scores, with the leaderboard's own metrics (portal/leaderboards/metrics.py).
+
+Two problem sets: the run's (the problems it holds accepted samples for, which is how a
+researcher computes fast_p over a sample directory) and the suite's (every problem ranked on
+the run's hardware, unattempted ones counting as failures: comparable with the leaderboard).
+Only finished evaluations are attempts; a job the infrastructure lost (``failed``) is not.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from portal.leaderboards import metrics, services as boards
+from portal.leaderboards.metrics import FAST_P, Attempt
+
+from .models import Run, RunSample
+
+SCORED_P = (0.0, 0.5, 1.0, 1.5, 2.0)
+
+
+def accepted(run: Run) -> list[RunSample]:
+    return list(run.samples.filter(status=RunSample.ACCEPTED)
+                .select_related("submission", "problem").order_by("problem__number", "index"))
+
+
+def attempt_of(run: Run, sample: RunSample) -> Attempt | None:
+    sub = sample.submission
+    if sub is None or sub.status != "finished":
+        return None
+    return Attempt(model=run.label, problem=sample.problem.slug, correct=sub.is_correct,
+                   speedup=sub.speedup, roofline_fraction=sub.roofline_fraction,
+                   failure_class=sub.failure_class, speedup_low=sub.speedup_low,
+                   speedup_high=sub.speedup_high, submission=sub.pk)
+
+
+def progress(run: Run, samples: list[RunSample] | None = None) -> dict[str, Any]:
+    per: dict[str, dict[str, int]] = defaultdict(lambda: {"queued": 0, "running": 0, "finished": 0,
+                                                          "failed": 0, "correct": 0})
+    for sample in accepted(run) if samples is None else samples:
+        status = sample.submission.status
+        row = per[sample.problem.slug]
+        row["running" if status in ("compiling", "running") else status] += 1
+        row["correct"] += int(sample.submission.is_correct)
+    totals = {key: sum(r[key] for r in per.values())
+              for key in ("queued", "running", "finished", "failed", "correct")}
+    samples = sum(totals[k] for k in ("queued", "running", "finished", "failed"))
+    rejected = run.samples.filter(status=RunSample.REJECTED).count()
+    return {"run": run.pk, "samples": samples, "rejected": rejected, **totals,
+            "done": samples > 0 and totals["queued"] + totals["running"] == 0,
+            "problems": [{"problem": slug, **row} for slug, row in per.items()]}
+
+
+def _scope(run: Run, attempts: list[Attempt], problems: dict[str, list[str]]) -> dict[str, Any]:
+    score = metrics.score_model(run.label, attempts, problems)
+    by_problem: dict[str, list[Attempt]] = defaultdict(list)
+    for a in attempts:
+        if a.problem in problems:
+            by_problem[a.problem].append(a)
+    ks = sorted({1, run.k})
+    n = len(problems)
+    return {
+        "problems": n, "attempted": score.attempted, "attempts": score.attempts,
+        "correct": score.correct,
+        "fast_p": {f"{p:g}": score.fast_p[p] for p in FAST_P if p in SCORED_P},
+        "pass_at_k": {str(k): metrics.mean_pass_at_k(by_problem, n, k) for k in ks},
+        "fast_1_at_k": {str(k): metrics.mean_pass_at_k(by_problem, n, k, 1.0) for k in ks},
+        "geomean_speedup": score.geomean_speedup,
+        "mean_roofline_fraction": score.mean_roofline_fraction,
+        "solved_without_interval": score.point_estimates,
+        "outcomes": score.failures,
+    }
+
+
+def scores(run: Run) -> dict[str, Any]:
+    samples = accepted(run)
+    attempts = [a for s in samples if (a := attempt_of(run, s))]
+    suite = boards.problem_set(run.hardware)
+    mine = {s.problem.slug: s.problem.categories for s in samples}
+    state = progress(run, samples)
+    return {"run": run.pk, "model": run.model.name, "hardware": run.hardware.slug, "k": run.k,
+            "complete": state["done"], "pending": state["queued"] + state["running"],
+            "run_problems": _scope(run, attempts, mine),
+            "suite": _scope(run, attempts, {slug: cats for slug, cats in suite.items()})}
+
+
+def fast_p_curve(run: Run, grid: list[float]) -> list[float]:
+    """The run's fast_p at each p of ``grid``, over its own problems."""
+    samples = accepted(run)
+    attempts = [a for s in samples if (a := attempt_of(run, s))]
+    problems = {s.problem.slug for s in samples}
+    by_problem: dict[str, list[Attempt]] = defaultdict(list)
+    for a in attempts:
+        by_problem[a.problem].append(a)
+    fastest = {slug: f for slug, tries in by_problem.items() if (f := metrics.fastest_correct(tries))}
+    return metrics.fast_p_curve(fastest, len(problems), grid)

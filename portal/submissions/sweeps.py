@@ -1,0 +1,24 @@
+"""A submission's own message-size sweep as its page shows it (docs/sweeps.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from portal.lib import sweeps
+
+from .models import Submission
+
+
+def submission_view(sub: Submission) -> dict[str, Any] | None:
+    """The submission page's sweep section, or None where no sweep was asked for."""
+    if not sub.sweep_requested:
+        return None
+    sweep = sub.sweep if isinstance(sub.sweep, dict) else None
+    return {
+        "status": sub.sweep_status, "status_label": sub.get_sweep_status_display(),
+        "reason": sub.sweep_reason, "sweep": sweep,
+        "rows": sweeps.rows(sweep) if sweep else [],
+        "chart": sweeps.submission_chart(sweep) if sweep else None,
+        "param": ((sweep or {}).get("axis") or {}).get("param", ""),
+        "complete": bool((sweep or {}).get("complete", True)),
+    }

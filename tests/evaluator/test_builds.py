@@ -1,0 +1,66 @@
+"""Builds are not trials (evaluator/builds.py): a build inside the first call is held to the
+build limit, not the step limit; its time is reported, on the parent's clock, whatever happens
+after it; a torch extension that fails to build is a compile_error with the compiler's output."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from evaluator.api import evaluate
+from evaluator.config import EvalConfig, Limits
+
+BUILDS = Path(__file__).resolve().parent / "builds"
+# A step may take 2 s here: every build below is longer than that.
+SHORT_STEPS = Limits(startup_s=120.0, step_s=2.0, total_s=240.0, build_s=60.0)
+
+
+def run(name: str, limits: Limits = SHORT_STEPS, **overrides) -> dict:
+    config = EvalConfig(problem="all-reduce", solution_path=BUILDS / f"{name}.py", world_size=2,
+                        device="cpu", size="small", trials=2, timing=False, limits=limits, **overrides)
+    return dict(evaluate(config))
+
+
+def test_a_build_in_the_first_call_is_not_held_to_the_step_limit():
+    report = run("builds_on_first_call")
+    assert report["verdict"] == "pass", report["failure"]
+    # Measured by the parent, between the rank's "build" and "built": the 3.5 s sleep, give or take.
+    assert 3.3 <= report["wall_time"]["compile_s"] < 10
+
+
+def test_the_same_wait_outside_a_build_is_still_held_to_the_step_limit():
+    report = run("stalls_on_first_call")
+    assert report["failure"]["failure_class"] == "deadlock"
+    assert "made no progress for 2 s" in report["failure"]["message"]
+    assert report["wall_time"]["compile_s"] in (None, 0.0)
+
+
+def test_a_failed_first_call_still_reports_its_build_time():
+    report = run("builds_then_raises")
+    assert report["failure"]["failure_class"] == "runtime_error"
+    assert report["wall_time"]["compile_s"] >= 0.9
+
+
+def test_a_build_past_the_build_limit_is_a_compile_error_naming_the_building_rank():
+    started = time.monotonic()
+    report = run("builds_forever", limits=Limits(startup_s=120.0, step_s=2.0, total_s=240.0, build_s=4.0))
+    failure = report["failure"]
+    assert failure["failure_class"] == "compile_error", failure
+    assert failure["rank"] == 1
+    assert "rank 1" in failure["message"] and "still building after 4 s (the build limit)" in failure["message"]
+    assert report["wall_time"]["compile_s"] >= 4.0
+    assert time.monotonic() - started < 60
+
+
+@pytest.mark.slow
+def test_a_torch_extension_that_fails_to_build_is_a_compile_error_with_the_compiler_output():
+    # load_inline as PKB's files call it, from inside the first call; g++ parses torch's headers
+    # before it reaches the error, which takes tens of seconds on a small host.
+    report = run("load_inline_fails", limits=Limits(startup_s=120.0, step_s=5.0, total_s=400.0, build_s=300.0))
+    failure = report["failure"]
+    assert failure["failure_class"] == "compile_error", failure
+    assert "pkb_broken_ext failed to build (load_inline)" in failure["message"]
+    assert "error" in (failure["compiler_output"] or "").lower()
+    assert report["wall_time"]["compile_s"] > 1.0

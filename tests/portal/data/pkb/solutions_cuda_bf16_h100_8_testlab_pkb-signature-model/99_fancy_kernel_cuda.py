@@ -1,0 +1,5 @@
+import torch
+
+
+def solution(x):
+    return x

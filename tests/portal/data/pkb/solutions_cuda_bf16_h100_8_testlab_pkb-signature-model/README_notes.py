@@ -1,0 +1,1 @@
+# A file that is not named <id>_<name>_<backend>.py.

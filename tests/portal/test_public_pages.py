@@ -1,0 +1,94 @@
+"""The pages a visitor meets first: the home page, exports the docs promise, dates, notes, labels."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from portal.submissions.importing import import_results
+
+from .conftest import DATA
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def seeded(all_reduce: Any, cpu_hardware: Any, tmp_path: Path) -> Any:
+    report = json.loads((DATA / "report_all_reduce_pass.json").read_text())
+    report["hardware_profile"] = cpu_hardware.slug
+    report["problem"]["version"] = all_reduce.current_version().version
+    (tmp_path / "r.json").write_text(json.dumps({"model": "gpt-test", "provider": "acme",
+                                                 "reports": [report]}))
+    assert import_results(tmp_path, tmp_path).imported
+    return cpu_hardware
+
+
+def test_the_home_page_explains_the_benchmark_and_lists_best_results(client: Any, seeded: Any) -> None:
+    page = client.get("/").content.decode()
+    for words in ("How it is scored", "fast_p", "roofline", "How to take part", "/api/v1/prompt/",
+                  "pkb eval", 'id="problems"'):
+        assert words in page, words
+    assert f'data-hardware="{seeded.slug}"' in page and "gpt-test" in page
+    assert "smoke test" in page  # the only results are on CPU
+
+
+def test_the_home_problem_table_exports_as_csv(client: Any, seeded: Any) -> None:
+    r = client.get("/?export=csv")
+    assert r.status_code == 200 and r["Content-Type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(r.content.decode())))
+    assert [row["slug"] for row in rows] == ["all-reduce"] and rows[0]["solved"] == "True"
+    filtered = client.get("/?export=csv&q=no-such-thing").content.decode().splitlines()
+    assert len(filtered) == 1  # the header: the export follows the filters
+    assert client.get("/?export=json").json()["rows"][0]["slug"] == "all-reduce"
+
+
+def test_the_hardware_list_exports_as_csv(client: Any, seeded: Any, gpu_hardware: Any) -> None:
+    r = client.get("/hardware/?export=csv")
+    assert r.status_code == 200 and r["Content-Type"].startswith("text/csv")
+    rows = {row["slug"]: row for row in csv.DictReader(io.StringIO(r.content.decode()))}
+    assert rows[seeded.slug]["results"] == "1" and rows[gpu_hardware.slug]["gpus"] == "4"
+    assert "live_workers" in next(iter(rows.values()))
+
+
+def test_dates_are_human_with_the_iso_value_on_hover(client: Any, seeded: Any) -> None:
+    from portal.submissions.models import Submission
+
+    sub = Submission.objects.get()
+    page = client.get(f"/submissions/{sub.pk}/").content.decode()
+    iso = sub.finished_at.isoformat()
+    assert f'<time datetime="{iso}" title="{iso}">' in page
+    assert f"{sub.finished_at.day} {sub.finished_at:%b %Y}" in page
+
+
+def test_hardware_notes_are_sentences(client: Any, gpu_hardware: Any) -> None:
+    gpu_hardware.profile = {**gpu_hardware.profile, "roofline": {
+        **gpu_hardware.profile["roofline"],
+        "note": "link_gbps: per-GPU per-direction, the larger of {'p2p concurrent all-peer egress': "
+                "223.3, 'best NCCL busbw': 347.7} (chose best NCCL busbw); hbm_gbps: device copy"}}
+    gpu_hardware.save()
+    page = client.get(f"/hardware/{gpu_hardware.slug}/").content.decode()
+    assert "{'" not in page.split('id="roofline-notes"')[1].split("</td>")[0]
+    assert ("Link bandwidth: per-GPU per-direction, the larger of p2p concurrent all-peer egress "
+            "(223.3 GB/s) and best NCCL busbw (347.7 GB/s); the rate used is the best NCCL busbw.") in page
+    assert "Memory bandwidth: device copy." in page
+
+
+def test_cpu_results_are_labelled_smoke_tests_wherever_ranked(client: Any, seeded: Any) -> None:
+    for url in (f"/leaderboard/?hardware={seeded.slug}",
+                f"/leaderboard/compare/?hardware={seeded.slug}",
+                f"/problems/all-reduce/?hardware={seeded.slug}", "/hardware/", "/"):
+        assert "smoke test" in client.get(url).content.decode(), url
+
+
+def test_a_failed_verdict_is_not_on_a_green_banner(client: Any, seeded: Any) -> None:
+    from portal.submissions.models import Submission
+
+    sub = Submission.objects.get()
+    Submission.objects.filter(pk=sub.pk).update(verdict="fail", failure_class="wrong_output")
+    page = client.get(f"/submissions/{sub.pk}/").content.decode()
+    assert "verdict-fail" in page and "verdict-pass" not in page
