@@ -14,11 +14,13 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.http import Http404
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views.csrf import csrf_failure as django_csrf_page
 from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from portal.lib.outage import outage_of
 from portal.submissions.validation import SubmissionError
 
 log = logging.getLogger(__name__)
@@ -130,8 +132,10 @@ def _server_error(exc: Exception, context: dict[str, Any]) -> Response | None:
     """An unexpected exception: logged with its traceback, answered in the error shape.
 
     Under DEBUG it is left to Django's debug page, which shows the traceback to the developer.
+    An unreachable database or Redis is left to ``handler500`` too (portal.lib.outage), which
+    answers 503 with Retry-After for the API and the pages alike.
     """
-    if settings.DEBUG:
+    if settings.DEBUG or outage_of(exc) is not None:
         return None
     view = context.get("view")
     log.error("unhandled error in %s", type(view).__name__ if view else "an API view", exc_info=exc)
@@ -160,3 +164,13 @@ class ErrorSerializer(serializers.Serializer):
     """Every 4xx/5xx answer of the API."""
 
     error = ErrorInnerSerializer()
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """A rejected CSRF check (settings.CSRF_FAILURE_VIEW): the API's error shape under /api/, where
+    a bot that sent a stale session cookie must be told to use its token; Django's page elsewhere."""
+    if request.path.startswith("/api/"):
+        return JsonResponse(error_body("csrf_failed", f"CSRF check failed ({reason}). API clients "
+                                       "authenticate with 'Authorization: Token <key>' and send "
+                                       "no session cookie."), status=403)
+    return django_csrf_page(request, reason=reason)

@@ -15,6 +15,7 @@ SECRET_KEY = envstr("PKB_SECRET_KEY", "dev-only-insecure-key-change-me")
 DEBUG = envbool("PKB_DEBUG", False)
 ALLOWED_HOSTS = envlist("PKB_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = envlist("PKB_CSRF_TRUSTED_ORIGINS", [])
+CSRF_FAILURE_VIEW = "portal.api.errors.csrf_failure"
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -122,6 +123,29 @@ def test_an_unknown_api_path_is_not_found_in_the_same_shape(anonymous_api: Any) 
     assert error_of(anonymous_api.get("/api/v1/no-such-endpoint/"), 404)["code"] == "not_found"
 
 
+def test_a_post_with_a_session_cookie_and_no_csrf_token_gets_json(owner: Any) -> None:
+    """Found by the fuzzer: a POST to a path no route matches (a negative id), sent with a session
+    cookie, met Django's CSRF check before the catch-all and came back as an HTML page."""
+    from django.test import Client
+
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(owner)
+    assert error_of(browser.post("/api/v1/runs/-4/samples/", {"x": "1"}), 404)["code"] == "not_found"
+    refused = error_of(browser.post("/api/v1/submissions/", {"problem": "all-reduce"}), 403)
+    assert "CSRF" in refused["message"]
+
+
+def test_the_csrf_failure_view_answers_the_api_in_its_error_shape(rf: Any) -> None:
+    from portal.api.errors import csrf_failure
+
+    response = csrf_failure(rf.post("/api/v1/anything/"), reason="CSRF cookie not set.")
+    response.json = lambda: json.loads(response.content)  # as the test client's responses have
+    error = error_of(response, 403)
+    assert error["code"] == "csrf_failed" and "Token" in error["message"]
+    page = csrf_failure(rf.post("/accounts/login/"), reason="CSRF cookie not set.")
+    assert page.status_code == 403 and page["Content-Type"].startswith("text/html")
+
+
 def test_no_credentials(anonymous_api: Any) -> None:
     r = anonymous_api.get("/api/v1/submissions/")
     assert error_of(r, 401)["code"] == "not_authenticated"
@@ -204,6 +228,24 @@ def test_an_unexpected_error_is_a_500_in_the_same_shape(anonymous_api: Any, cpu_
     assert error["code"] == "server_error" and "a bug" not in error["message"]  # no internals
     assert any(rec.exc_info and "a bug in the leaderboard" in str(rec.exc_info[1])
                for rec in caplog.records)  # but the traceback is logged
+
+
+def test_a_lost_database_inside_an_api_view_is_a_503_not_a_500(cpu_hardware: Any,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The API's own handler must not swallow an outage into a generic 500 (the production fault
+    test found it): it leaves it to handler500, which says which service is down and when to retry."""
+    from django.db import OperationalError
+    from django.test import Client
+
+    def unreachable(hardware: Any) -> Any:
+        raise OperationalError("connection to server at 127.0.0.1 failed: Connection refused")
+
+    monkeypatch.setattr("portal.api.views.boards.track", unreachable)
+    r = Client(raise_request_exception=False).get(
+        f"/api/v1/leaderboards/models/?hardware={cpu_hardware.slug}")
+    error = error_of(r, 503)
+    assert error["code"] == "service_unavailable" and "database" in error["message"]
+    assert r["Retry-After"] == "10"
 
 
 def test_password_guessing_at_the_token_endpoint_is_throttled(anonymous_api: Any, settings: Any,
