@@ -74,4 +74,5 @@ PROBLEM = Problem(
     tolerances=tolerances(bfloat16=(3e-2, 3e-2), float32=(1e-4, 1e-4)),
     traffic=roofline,
     sweep=gemm_tokens("reduce_scatter", param="seq", row_bytes="out_features", per="batch"),
+    pkb_ids=(16,),
 )

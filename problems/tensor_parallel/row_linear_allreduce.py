@@ -68,4 +68,5 @@ PROBLEM = Problem(
     tolerances=tolerances(bfloat16=(3e-2, 3e-2), float32=(1e-4, 1e-4)),
     traffic=roofline,
     sweep=gemm_tokens("all_reduce", param="seq", row_bytes="out_features", per="batch"),
+    pkb_ids=(13,),
 )

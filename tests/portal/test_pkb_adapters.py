@@ -1,8 +1,9 @@
 """Every ParallelKernelBench adapter against a solution written to PKB's signature.
 
-tests/portal/data/pkb_adapters/ holds one file per adapter, named as PKB names its solution files
-(``<n>_<name>_<backend>.py``) and written here from PKB's reference signatures (plain
-torch.distributed, no kernel). Each is wrapped as the importer wraps it and evaluated on CPU: it
+Every adapter has one such file, named as PKB names its solution files (``<n>_<name>_<backend>.py``)
+and written here from PKB's reference signatures (plain torch.distributed, no kernel): the right
+ones of the model directory the import tests use (tests/portal/data/pkb/), and in
+tests/portal/data/pkb_adapters/ one for each adapter that directory leaves out. Each is wrapped as the importer wraps it and evaluated on CPU: it
 must pass, and every adapter must have such a file and map a PKB id the problems' metadata maps
 to that problem.
 """
@@ -21,7 +22,18 @@ from portal.runs.pkb.names import parse_file, references
 from portal.runs.pkb.wrapper import wrap
 
 DATA = Path(__file__).parent / "data" / "pkb_adapters"
-FILES = sorted(DATA.glob("*.py"))
+IMPORT_DIRECTORY = Path(__file__).parent / "data" / "pkb" / "solutions_cuda_bf16_h100_8_testlab_pkb-signature-model"
+WRONG_ON_PURPOSE = {"8_alltoall_cuda.py"}  # the import tests' failing file; DATA has a right one
+
+
+def _adapted(path: Path) -> bool:
+    parsed = parse_file(path.name)
+    return (parsed is not None and parsed.pkb_id is not None and path.name not in WRONG_ON_PURPOSE
+            and any(a.pkb_id == parsed.pkb_id for a in ADAPTERS))
+
+
+FILES = sorted([*DATA.glob("*.py"), *filter(_adapted, IMPORT_DIRECTORY.glob("*.py"))],
+               key=lambda p: p.name)
 LIMITS = Limits(startup_s=120.0, step_s=60.0, total_s=240.0)
 
 
@@ -32,7 +44,9 @@ def _pkb_id(path: Path) -> int:
 
 
 def test_every_adapter_has_a_pkb_signature_solution_and_a_mapping():
-    covered = {_pkb_id(path) for path in FILES}
+    ids = [_pkb_id(path) for path in FILES]
+    assert len(ids) == len(set(ids)), "two solution files for one PKB id"
+    covered = set(ids)
     mapped = {(i, p.slug) for p in problems.all_problems() for i in p.pkb_ids}
     for adapter in ADAPTERS:
         assert adapter.pkb_id in covered, f"{adapter.name}: add a PKB-signature solution to {DATA}"
