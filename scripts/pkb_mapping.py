@@ -98,6 +98,7 @@ VARIANTS: dict[int, tuple[str, str]] = {
     51: ("moe-layer-forward-mixtral", "PKB narrows the EP group to a subset of ranks"),
     52: ("fsdp2-foreach-reduce-scatter", "PKB rounds gradients through fp8 with delayed (amax-history) scaling"),
     53: ("float8-fsdp-all-gather", "PKB uses delayed (amax-history) scaling on a flat shard"),
+    56: ("ring-attention-pp", "ours adds a residual per stage (x + attention(x)); PKB sends attention(x) alone"),
     57: ("zigzag-ring-attention-bwd", "PKB: plain ring backward plus a data-parallel gradient all-reduce"),
     58: ("clip-gather-contrastive-loss", "PKB is SigLIP's neighbour-exchange loss; ours is CLIP's all-gather loss"),
     60: ("physicsnemo-distributed-rfft2", "PKB is the inverse transform"),
@@ -123,7 +124,7 @@ WRITTEN_FOR_PKB = frozenset({
     "graphstorm-negative-ranking", "magi1-tile-parallel-vae-decode",
     "sam3-masklet-iou-suppression", "vocab-parallel-logprobs-top-k-top-p",
     "vocab-parallel-logprobs-top-k-top-p-chunked", "vocab-parallel-logprobs-top-k-top-p-backward",
-    "ring-attention-forward", "ring-attention-tp", "ring-attention-pp", "fsdp-tp-swiglu-mlp",
+    "ring-attention-forward", "ring-attention-tp", "fsdp-tp-swiglu-mlp",
     "ddp-training-step", "fsdp-training-step", "zero1-training-step", "zero2-training-step",
     "tp-column-linear-gather-output", "ibot-patch-sinkhorn-knopp",
 })

@@ -99,5 +99,5 @@ PROBLEM = Problem(
     tolerances=tolerances(bfloat16=(2e-2, 2e-2), float32=(1e-5, 1e-5)),
     traffic=roofline,
     process_groups=_layout,
-    pkb_ids=(56,),
+    pkb_ids=(),
 )
