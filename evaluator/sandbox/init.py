@@ -29,11 +29,14 @@ import signal
 import socket
 import struct
 import subprocess
+import time
 from typing import Any
 
 from . import libc
 from .policy import SANDBOX_UID
 from .watch import kill_everyone, usage_by_namespace
+
+START_ATTEMPTS = 3  # a rank whose set-up before exec fails is started again (Init._spawn)
 
 NEW_ROOT = "/tmp"  # in our private mount namespace; every source is opened before it is covered
 SCAN_INTERVAL_S = 0.1
@@ -216,10 +219,7 @@ class SideInit:
     def start_ranks(self) -> None:
         for launch in self.spec["ranks"]:
             log = launch["log_fd"]
-            popen = subprocess.Popen(
-                launch["argv"], env=launch["env"], pass_fds=tuple(launch["pass_fds"]),
-                stdin=launch["stdin_fd"], stdout=log, stderr=log, cwd=self.spec["work"],
-                preexec_fn=lambda: drop_privileges(self.limits, self.spec["device"], self.spec["rank_uid"]))
+            popen = self._spawn(launch, log)
             self.popens.append(popen)
             self.ranks[popen.pid] = launch["rank"]
             try:
@@ -229,6 +229,22 @@ class SideInit:
         for launch in self.spec["ranks"]:
             for fd in {launch["log_fd"], launch["stdin_fd"], *launch["pass_fds"]}:
                 os.close(fd)
+
+    def _spawn(self, launch: dict[str, Any], log: int) -> subprocess.Popen[bytes]:
+        """Start one rank. Its set-up before exec failed once in a few hundred starts on a loaded
+        host and passed when run again; nothing of the candidate has run at that point, so a
+        failed start is retried, and the step that failed is written to the rank's log."""
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                return subprocess.Popen(
+                    launch["argv"], env=launch["env"], pass_fds=tuple(launch["pass_fds"]),
+                    stdin=launch["stdin_fd"], stdout=log, stderr=log, cwd=self.spec["work"],
+                    preexec_fn=lambda: drop_privileges(self.limits, self.spec["device"], self.spec["rank_uid"]))
+            except subprocess.SubprocessError:
+                if attempt == START_ATTEMPTS:
+                    raise
+                time.sleep(0.1 * attempt)
+        raise AssertionError("unreachable")
 
     def serve(self) -> None:
         while True:
@@ -325,6 +341,14 @@ def drop_privileges(limits: dict[str, int], device: str, rank_uid: int) -> None:
     """In a new rank, before exec: the ranks' uid (another host uid than the init's, where the
     evaluator could map two), a user namespace of its own (uid 1000 there, no capabilities over
     the init's namespaces), no new privileges, and its resource limits."""
+    try:
+        _drop_privileges(limits, device, rank_uid)
+    except BaseException as exc:  # subprocess reports only "Exception occurred in preexec_fn"
+        os.write(2, f"pkb sandbox: a rank's set-up before exec failed: {exc!r}\n".encode())
+        raise
+
+
+def _drop_privileges(limits: dict[str, int], device: str, rank_uid: int) -> None:
     os.setpriority(os.PRIO_PROCESS, 0, 0)  # the init may run at a higher priority; ranks do not
     if rank_uid != 0:
         os.setresgid(rank_uid, rank_uid, rank_uid)
