@@ -4,6 +4,84 @@ See adapter.py for what an adapter is; adapters.py gathers every family's."""
 
 from __future__ import annotations
 
+from problems.training_step import BETA1, BETA2, EPS, LR, WEIGHT_DECAY
+
 from .adapter import Adapter
 
-ADAPTERS: tuple[Adapter, ...] = ()
+# PKB's training steps take the optimizer's hyperparameters as arguments; our problems fix them
+# (problems/training_step.py). The values are written into the generated source so that the
+# wrapped file stands alone.
+_HYPER = f"lr={LR!r}, beta1={BETA1!r}, beta2={BETA2!r}, eps={EPS!r}"
+_ADAM_ARGS = f"{LR!r}, {BETA1!r}, {BETA2!r}, {EPS!r}"
+
+# PKB passes W1, b1, W2, b2 (and, for DDP, each moment) as separate tensors; ours are one flat
+# buffer in that order. Views, no copy.
+_MLP_VIEWS = (
+    "def _mlp_views(flat, x, y, hidden):\n"
+    "    d_in, d_out = x.shape[1], y.shape[1]\n"
+    "    sizes = [hidden * d_in, hidden, d_out * hidden, d_out]\n"
+    "    w1, b1, w2, b2 = flat[:sum(sizes)].split(sizes)\n"
+    "    return [w1.view(hidden, d_in), b1, w2.view(d_out, hidden), b2]\n\n\n"
+)
+
+# PKB's 40-42 run Adam without weight decay; ours is AdamW. Decoupled decay is a term of its
+# own, p * (1 - lr * wd) - lr * u = (p - lr * u) - lr * wd * p, so it is added after PKB's
+# update from the (unmodified) input parameters.
+_DECAY = f"    new_params.add_(params, alpha={-LR * WEIGHT_DECAY!r})\n"
+_NO_DECAY_NOTE = (f"PKB's Adam has no weight decay: the adapter adds our decoupled decay "
+                  f"(lr * {WEIGHT_DECAY}) after PKB's update; PKB's lr/betas/eps are passed ours "
+                  f"({_HYPER})")
+
+
+def _flat(names: str) -> str:
+    return f"torch.cat([t.reshape(-1) for t in ({names})])"
+
+
+_DATA_PARALLEL: tuple[Adapter, ...] = (
+    Adapter(40, "ddp-training-step",
+            "PKB takes W1, b1, W2, b2 and each Adam moment as separate tensors and returns them "
+            "so; ours are flat buffers. " + _NO_DECAY_NOTE,
+            "flattening the returned parameters and moments (three copies of the model's "
+            "size) and the weight-decay term (one pass over the parameters)",
+            _MLP_VIEWS +
+            "def solution(x, y, params, exp_avg, exp_avg_sq, hidden, step, *, group):\n"
+            "    out = _pkb_solution(x, y, *_mlp_views(params, x, y, hidden),\n"
+            "                        *_mlp_views(exp_avg, x, y, hidden),\n"
+            "                        *_mlp_views(exp_avg_sq, x, y, hidden),\n"
+            f"                        {_ADAM_ARGS}, step)\n"
+            f"    new_params = {_flat('out[0:4]')}\n" + _DECAY +
+            f"    return new_params, {_flat('out[4:8]')}, {_flat('out[8:12]')}\n"),
+)
+
+
+def _zero_adapter(pkb_id: int, stage: int) -> Adapter:
+    return Adapter(
+        pkb_id, f"zero{stage}-training-step",
+        "PKB takes W1, b1, W2, b2 as separate tensors and returns them so; ours are one flat "
+        "buffer (PKB's has no padding: it needs the parameter count divisible by the world "
+        "size, as both our sizes are). " + _NO_DECAY_NOTE,
+        "flattening the returned parameters (a copy of the model's size) and the weight-decay "
+        "term (one pass over the parameters)",
+        _MLP_VIEWS +
+        "def solution(x, y, params, exp_avg, exp_avg_sq, hidden, step, *, group):\n"
+        "    w1, b1, w2, b2, m, v = _pkb_solution(x, y, *_mlp_views(params, x, y, hidden),\n"
+        f"                                         exp_avg, exp_avg_sq, {_ADAM_ARGS}, step)\n"
+        f"    new_params = {_flat('w1, b1, w2, b2')}\n" + _DECAY +
+        "    return new_params, m, v\n")
+
+
+_FSDP: tuple[Adapter, ...] = (
+    Adapter(47, "fsdp-training-step",
+            f"PKB takes the parameter shapes and the optimizer's hyperparameters as arguments; "
+            f"ours fix them ({_HYPER}, weight_decay={WEIGHT_DECAY!r}). PKB's flat buffer has no "
+            f"padding (both our sizes need none)",
+            "none",
+            "def solution(x, y, param_shard, exp_avg, exp_avg_sq, hidden, step, *, group):\n"
+            "    d_in, d_out = x.shape[1], y.shape[1]\n"
+            "    shapes = ((hidden, d_in), (hidden,), (d_out, hidden), (d_out,))\n"
+            "    return _pkb_solution(x, y, param_shard, shapes, exp_avg, exp_avg_sq,\n"
+            f"                         {_ADAM_ARGS}, {WEIGHT_DECAY!r}, step)\n"),
+)
+
+ADAPTERS: tuple[Adapter, ...] = (_DATA_PARALLEL + (_zero_adapter(41, 1), _zero_adapter(42, 2))
+                                 + _FSDP)
