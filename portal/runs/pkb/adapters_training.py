@@ -83,5 +83,27 @@ _FSDP: tuple[Adapter, ...] = (
             f"                         {_ADAM_ARGS}, {WEIGHT_DECAY!r}, step)\n"),
 )
 
+_CHUNKS = ("; PKB walks the flattened tokens batch * chunk_size at a time where ours takes "
+           "chunk_size positions of every row: the same number of tokens per chunk, and each "
+           "token's result is its own")
+_VOCAB_PARALLEL: tuple[Adapter, ...] = (
+    Adapter(82, "vocab-parallel-logprobs-top-k-top-p",
+            "PKB takes the group positionally before top_k and top_p", "none",
+            "def solution(logits, target, top_k, top_p, *, tp_group):\n"
+            "    return _pkb_solution(logits, target, tp_group, top_k, top_p)\n"),
+    Adapter(83, "vocab-parallel-logprobs-top-k-top-p-chunked",
+            "PKB takes the group positionally before top_k, top_p and chunk_size" + _CHUNKS,
+            "none",
+            "def solution(logits, target, top_k, top_p, chunk_size, *, tp_group):\n"
+            "    return _pkb_solution(logits, target, tp_group, top_k, top_p, chunk_size)\n"),
+    Adapter(84, "vocab-parallel-logprobs-top-k-top-p-backward",
+            "PKB takes the group positionally after grad_output, before top_k, top_p and "
+            "chunk_size" + _CHUNKS,
+            "none",
+            "def solution(logits, target, grad_output, top_k, top_p, chunk_size, *, tp_group):\n"
+            "    return _pkb_solution(logits, target, grad_output, tp_group, top_k, top_p, "
+            "chunk_size)\n"),
+)
+
 ADAPTERS: tuple[Adapter, ...] = (_DATA_PARALLEL + (_zero_adapter(41, 1), _zero_adapter(42, 2))
-                                 + _FSDP)
+                                 + _FSDP + _VOCAB_PARALLEL)
