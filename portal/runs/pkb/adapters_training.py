@@ -105,5 +105,42 @@ _VOCAB_PARALLEL: tuple[Adapter, ...] = (
             "chunk_size)\n"),
 )
 
-ADAPTERS: tuple[Adapter, ...] = (_DATA_PARALLEL + (_zero_adapter(41, 1), _zero_adapter(42, 2))
+# PKB's combine takes the dispatch's handle as inputs (splits, per-expert counts, routing map,
+# permutation); ours rebuilds it from the routing with a count all-to-all, as our reference does.
+_MOE: tuple[Adapter, ...] = (
+    Adapter(29, "moe-combine-all-to-all",
+            "PKB takes the dispatch handle (splits, the [source rank, local expert] counts, the "
+            "[expert, token] routing map, the expert-major token permutation) as inputs, where "
+            "ours rebuilds it from topk_idx with a count all-to-all as our reference does; "
+            "PKB's expert rows are ordered by local expert then source rank and are exactly "
+            "the received ones, ours by source rank then local expert inside a worst-case "
+            "buffer; PKB's output takes the dtype its rows and router weights promote to "
+            "(float32 for our float32 weights), ours the rows' dtype",
+            "the count all-to-all and the handle's index tensors (as our reference builds), a "
+            "reordering copy of the received expert rows, and a cast of the [T, H] result to the "
+            "rows' dtype where PKB's is float32",
+            "def solution(expert_out, topk_idx, topk_weights, num_experts, *, group):\n"
+            "    world = dist.get_world_size(group)\n"
+            "    tokens, k = topk_idx.shape\n"
+            "    local = num_experts // world\n"
+            "    counts = torch.bincount(topk_idx.reshape(-1), minlength=num_experts)\n"
+            "    recv_counts = torch.empty_like(counts)\n"
+            "    dist.all_to_all_single(recv_counts, counts, group=group)\n"
+            "    per_source = recv_counts.view(world, local)  # [source rank, local expert]\n"
+            "    home_splits = counts.view(world, local).sum(1).tolist()\n"
+            "    away_splits = per_source.sum(1).tolist()\n"
+            "    chunks = expert_out[:sum(away_splits)].split(per_source.reshape(-1).tolist())\n"
+            "    by_expert = torch.cat([chunks[s * local + e] for e in range(local)\n"
+            "                           for s in range(world)])\n"
+            "    routing_map = torch.zeros(num_experts, tokens, dtype=torch.bool,\n"
+            "                              device=topk_idx.device)\n"
+            "    routing_map.scatter_(0, topk_idx.t(), True)\n"
+            "    permutation = routing_map.nonzero()[:, 1].contiguous()\n"
+            "    out = _pkb_solution(by_expert, topk_weights, topk_idx, num_experts, home_splits,\n"
+            "                        away_splits, per_source, routing_map, permutation,\n"
+            "                        torch.Size([tokens, expert_out.shape[1]]), group)\n"
+            "    return out.to(expert_out.dtype)\n"),
+)
+
+ADAPTERS: tuple[Adapter, ...] = (_MOE + _DATA_PARALLEL + (_zero_adapter(41, 1), _zero_adapter(42, 2))
                                  + _FSDP + _VOCAB_PARALLEL)

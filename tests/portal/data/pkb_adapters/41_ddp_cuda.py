@@ -1,7 +1,6 @@
-# ParallelKernelBench signature (reference/40_ddp.py): the MLP's W1, b1, W2, b2 and both Adam
-# moments of each come as separate replicated tensors, rank 0's copy being authoritative (PKB
-# broadcasts them first); plain Adam (no weight decay); returns the 4 parameters, then the 4
-# first moments, then the 4 second moments.
+# ParallelKernelBench signature (reference/40_ddp.py): W1, b1, W2, b2 and each one's Adam moments
+# as separate tensors, rank 0's copy authoritative (broadcast first); plain Adam, no weight decay.
+# Returns the 4 parameters, the 4 first moments, then the 4 second moments.
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F

@@ -1,7 +1,6 @@
-# ParallelKernelBench signature (reference/42_zero2_optimizer_shard_grad.py): W1, b1, W2, b2 come as
-# separate tensors (rank 0's authoritative) and the Adam moments as this rank's slice of their
-# unpadded flat concatenation; plain Adam; the gradient is reduce-scattered. Returns the 4
-# updated parameters (all-gathered) and this rank's two moment slices.
+# ParallelKernelBench signature (reference/42_zero2_optimizer_shard_grad.py): W1, b1, W2, b2 apart
+# (rank 0's authoritative), moments as this rank's slice of their unpadded concatenation; plain
+# Adam after a reduce-scatter. Returns the 4 parameters (all-gathered) and this rank's moment slices.
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
