@@ -142,5 +142,32 @@ _MOE: tuple[Adapter, ...] = (
             "    return out.to(expert_out.dtype)\n"),
 )
 
+# PKB stores the gate and up weights input-major ([D, F/tp], x @ W) and FSDP-shards them along
+# D; ours are [F/tp, D] shards along F, as FSDP2 shards nn.Linear weights on dim 0. The same
+# full weights, but a rank holds other entries of them: only an exchange over the FSDP group
+# re-shards them. The down projection needs no exchange: PKB shards W3 [F/tp, D] along D on
+# dim 1, which is our w2 shard [D/fsdp, F/tp] transposed.
+_FSDP_TP = Adapter(
+    48, "fsdp-tp-swiglu-mlp",
+    "PKB stores the gate/up weights input-major ([D, F/tp]) and FSDP-shards them along D; ours "
+    "are [F/tp, D] shards along F, so the adapter re-shards them with an all-to-all over the "
+    "FSDP group; PKB's W3 shard is our w2 shard transposed; PKB builds its TP and FSDP groups "
+    "itself (the same rank layout as ours) from n_tp and n_fsdp",
+    "an all-to-all over the FSDP group of the gate and up shards (two thirds of the weights "
+    "this rank holds; (fsdp-1)/fsdp of them cross links) and transposed copies of all three "
+    "shards",
+    "def solution(x, w1, w3, w2, *, tp_group, fsdp_group):\n"
+    "    fsdp = dist.get_world_size(fsdp_group)\n"
+    "    rows, dim = w1.shape\n"
+    "    # send[j] holds the D columns of FSDP rank j's block of both weights.\n"
+    "    send = torch.stack([w1, w3]).view(2, rows, fsdp, dim // fsdp).permute(2, 0, 1, 3)\n"
+    "    recv = torch.empty_like(send.contiguous())\n"
+    "    dist.all_to_all_single(recv, send.contiguous(), group=fsdp_group)\n"
+    "    # recv[i, :, f, d] = source i's row f at this rank's column d: PKB's [D/fsdp, F/tp].\n"
+    "    gate, up = recv.permute(1, 3, 0, 2).reshape(2, dim // fsdp, fsdp * rows).unbind(0)\n"
+    "    return _pkb_solution(x, gate.contiguous(), up.contiguous(), w2.t().contiguous(),\n"
+    "                         dist.get_world_size(tp_group), fsdp)\n",
+)
+
 ADAPTERS: tuple[Adapter, ...] = (_MOE + _DATA_PARALLEL + (_zero_adapter(41, 1), _zero_adapter(42, 2))
-                                 + _FSDP + _VOCAB_PARALLEL)
+                                 + _FSDP + (_FSDP_TP,) + _VOCAB_PARALLEL)
