@@ -1,4 +1,5 @@
-"""ParallelKernelBench adapters: Data-parallel, ZeRO and FSDP training steps, FSDP x TP, tensor-parallel column linear with gathered output.
+"""ParallelKernelBench adapters: data-parallel, ZeRO and FSDP training steps, FSDP x TP, and
+(assigned with them) the MoE combine and NeMo-RL's vocab-parallel log-probs under top-k/top-p.
 
 See adapter.py for what an adapter is; adapters.py gathers every family's."""
 
@@ -121,7 +122,7 @@ _MOE: tuple[Adapter, ...] = (
             "rows' dtype where PKB's is float32",
             "def solution(expert_out, topk_idx, topk_weights, num_experts, *, group):\n"
             "    world = dist.get_world_size(group)\n"
-            "    tokens, k = topk_idx.shape\n"
+            "    tokens = topk_idx.shape[0]\n"
             "    local = num_experts // world\n"
             "    counts = torch.bincount(topk_idx.reshape(-1), minlength=num_experts)\n"
             "    recv_counts = torch.empty_like(counts)\n"
@@ -142,11 +143,9 @@ _MOE: tuple[Adapter, ...] = (
             "    return out.to(expert_out.dtype)\n"),
 )
 
-# PKB stores the gate and up weights input-major ([D, F/tp], x @ W) and FSDP-shards them along
-# D; ours are [F/tp, D] shards along F, as FSDP2 shards nn.Linear weights on dim 0. The same
-# full weights, but a rank holds other entries of them: only an exchange over the FSDP group
-# re-shards them. The down projection needs no exchange: PKB shards W3 [F/tp, D] along D on
-# dim 1, which is our w2 shard [D/fsdp, F/tp] transposed.
+# The same full weights on both sides, but PKB's FSDP shard of the gate and up projections holds
+# other entries than ours (D rows of its input-major layout, where ours has F rows as FSDP2 cuts
+# nn.Linear weights): no view or local copy gets from one to the other, an exchange must.
 _FSDP_TP = Adapter(
     48, "fsdp-tp-swiglu-mlp",
     "PKB stores the gate/up weights input-major ([D, F/tp]) and FSDP-shards them along D; ours "
@@ -160,9 +159,10 @@ _FSDP_TP = Adapter(
     "    fsdp = dist.get_world_size(fsdp_group)\n"
     "    rows, dim = w1.shape\n"
     "    # send[j] holds the D columns of FSDP rank j's block of both weights.\n"
-    "    send = torch.stack([w1, w3]).view(2, rows, fsdp, dim // fsdp).permute(2, 0, 1, 3)\n"
-    "    recv = torch.empty_like(send.contiguous())\n"
-    "    dist.all_to_all_single(recv, send.contiguous(), group=fsdp_group)\n"
+    "    send = (torch.stack([w1, w3]).view(2, rows, fsdp, dim // fsdp).permute(2, 0, 1, 3)\n"
+    "            .contiguous())\n"
+    "    recv = torch.empty_like(send)\n"
+    "    dist.all_to_all_single(recv, send, group=fsdp_group)\n"
     "    # recv[i, :, f, d] = source i's row f at this rank's column d: PKB's [D/fsdp, F/tp].\n"
     "    gate, up = recv.permute(1, 3, 0, 2).reshape(2, dim // fsdp, fsdp * rows).unbind(0)\n"
     "    return _pkb_solution(x, gate.contiguous(), up.contiguous(), w2.t().contiguous(),\n"
