@@ -85,6 +85,7 @@ VARIANTS: dict[int, tuple[str, str]] = {
     25: ("grpo-policy-loss", "PKB: importance-sampling policy loss with token-count all-reduces"),
     26: ("moe-dispatch-all-to-all", "PKB is only the count exchange before the dispatch"),
     27: ("moe-dispatch-all-to-all", "PKB is the bare uneven all_to_all_single with given splits"),
+    28: ("moe-dispatch-all-to-all", "PKB moves only the token rows, its splits given; ours also exchanges counts, weights, sources"),
     30: ("ddp-bucketed-grad-allreduce", "PKB all-reduces three LoRA gradients of an EP group"),
     31: ("moe-layer-forward-mixtral", "PKB routes with its own gate and nn.Linear experts; ours takes top-k ids"),
     32: ("moe-layer-forward-mixtral", "PKB adds LoRA adapters to the experts"),

@@ -109,5 +109,5 @@ PROBLEM = Problem(
            "default": {"tokens": 4096, "hidden": 4096, "experts": 64, "topk": 6}},
     tolerances=tolerances(bfloat16=(0.0, 0.0), float32=(0.0, 0.0)),
     traffic=roofline,
-    pkb_ids=(28,),
+    pkb_ids=(),
 )
