@@ -115,6 +115,7 @@ VARIANTS: dict[int, tuple[str, str]] = {
     75: ("cp-linear-attention-state-merge", "PKB: gated DeltaNet with head all-to-alls"),
     76: ("cogvideo-cp-causal-conv3d", "PKB splits conv3d input channels and all-reduces"),
     77: ("video-dsp-temporal-attention", "PKB: MAGI-1 CSO attention with async KV all-to-alls"),
+    78: ("magi1-tile-parallel-vae-decode", "PKB tiles ceil(size / stride) times (partial tiles at the far edge, each keeping its stride) and decodes by keeping 3 latent channels; ours tiles exactly, the last tile keeps all, and projects with a weight"),
     85: ("distributed-sample-sort", "ours sorts keys with a payload"),
     86: ("muon-distributed-step", "PKB orthogonalizes a TP-sharded matrix with Gram all-reduces"),
 }

@@ -149,5 +149,5 @@ PROBLEM = Problem(
     tolerances=tolerances(bfloat16=(2e-2, 2e-2), float32=(1e-5, 1e-5)),
     traffic=roofline,
     tags=("inference", "video"),
-    pkb_ids=(78,),
+    pkb_ids=(),
 )
