@@ -1,4 +1,5 @@
-"""ParallelKernelBench adapters: Graphs, spatial and scientific codes, vision: halo exchanges, GraphBolt/GraphStorm, distributed rFFT, DeePMD, MAGI-1, DINOv2, iBOT, SAM 3.
+"""ParallelKernelBench adapters: graphs, spatial and scientific codes, vision (halo exchanges,
+GraphBolt and GraphStorm, the distributed rFFT, DeePMD, DINOv2, iBOT, SAM 3).
 
 See adapter.py for what an adapter is; adapters.py gathers every family's. Constants that a body
 repeats (K, the no-object logit, ...) are our problems' own, named after them; the wrapped module

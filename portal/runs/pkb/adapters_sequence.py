@@ -1,4 +1,5 @@
-"""ParallelKernelBench adapters: Sequence, context and expert parallelism: Ulysses all-to-alls, uneven all-gather, ring attention, MoE dispatch and combine, vocab-parallel log-probs.
+"""ParallelKernelBench adapters: sequence and context parallelism (Ulysses all-to-alls, the uneven
+all-gather, ring attention) and the column-parallel linear with its output gathered.
 
 See adapter.py for what an adapter is; adapters.py gathers every family's.
 

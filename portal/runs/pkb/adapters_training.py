@@ -1,5 +1,5 @@
-"""ParallelKernelBench adapters: data-parallel, ZeRO and FSDP training steps, FSDP x TP, and
-(assigned with them) the MoE combine and NeMo-RL's vocab-parallel log-probs under top-k/top-p.
+"""ParallelKernelBench adapters: data-parallel, ZeRO and FSDP training steps, FSDP x TP, the MoE
+combine, and NeMo-RL's vocab-parallel log-probs under top-k/top-p.
 
 See adapter.py for what an adapter is; adapters.py gathers every family's."""
 
