@@ -119,11 +119,13 @@ VARIANTS: dict[int, tuple[str, str]] = {
     85: ("distributed-sample-sort", "ours sorts keys with a payload"),
     86: ("muon-distributed-step", "PKB orthogonalizes a TP-sharded matrix with Gram all-reduces"),
 }
-# Problems written so that PKB problems have an equivalent here.
+# Problems written so that PKB problems have an equivalent here. Two written for PKB turned out to
+# differ from it once adapters were written (ring-attention-pp: 56, magi1-tile-parallel-vae-decode:
+# 78) and are variants, listed above, not here.
 WRITTEN_FOR_PKB = frozenset({
     "uneven-sequence-all-gather", "deepmd-kalman-optimizer-step",
     "graphbolt-feature-exchange-backward", "graphbolt-feature-exchange",
-    "graphstorm-negative-ranking", "magi1-tile-parallel-vae-decode",
+    "graphstorm-negative-ranking",
     "sam3-masklet-iou-suppression", "vocab-parallel-logprobs-top-k-top-p",
     "vocab-parallel-logprobs-top-k-top-p-chunked", "vocab-parallel-logprobs-top-k-top-p-backward",
     "ring-attention-forward", "ring-attention-tp", "fsdp-tp-swiglu-mlp",
