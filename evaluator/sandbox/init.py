@@ -36,7 +36,7 @@ from . import libc
 from .policy import SANDBOX_UID
 from .watch import kill_everyone, usage_by_namespace
 
-START_ATTEMPTS = 3  # a rank whose set-up before exec fails is started again (Init._spawn)
+START_ATTEMPTS = 3  # a rank whose set-up before exec fails is started again (SideInit._spawn)
 
 NEW_ROOT = "/tmp"  # in our private mount namespace; every source is opened before it is covered
 SCAN_INTERVAL_S = 0.1
@@ -231,9 +231,10 @@ class SideInit:
                 os.close(fd)
 
     def _spawn(self, launch: dict[str, Any], log: int) -> subprocess.Popen[bytes]:
-        """Start one rank. Its set-up before exec failed once in a few hundred starts on a loaded
-        host and passed when run again; nothing of the candidate has run at that point, so a
-        failed start is retried, and the step that failed is written to the rank's log."""
+        """Start one rank. Its set-up before exec failed now and then on a loaded host (twice in
+        one day's test runs, each time passing when run again); nothing of the candidate has run
+        at that point, so a failed start is retried, and the step that failed is written to the
+        rank's log."""
         for attempt in range(1, START_ATTEMPTS + 1):
             try:
                 return subprocess.Popen(
