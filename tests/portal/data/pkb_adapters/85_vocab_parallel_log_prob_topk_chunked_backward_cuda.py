@@ -6,22 +6,24 @@ import torch.distributed as dist
 
 
 def _filter(logits, top_k, top_p):
-    # Keep the top_k largest, then the smallest set of those whose probability reaches top_p.
-    ranked, where = logits.sort(dim=-1, descending=True)
-    drop = torch.zeros_like(ranked, dtype=torch.bool)
+    # Keep the top_k largest, then drop the low tail holding at most 1 - top_p of the mass (the
+    # largest always stays). Summed in ascending order as vLLM's sampler does: a token whose
+    # cumulative mass sits on the top-p boundary then falls the same way as in the problem's
+    # reference (summed in another order it can round to the other side; one such token made
+    # this test fail now and then).
+    ordered, where = logits.sort(dim=-1, stable=True)
+    vocab = ordered.shape[-1]
+    kept = torch.ones_like(ordered, dtype=torch.bool)
     if top_k is not None and top_k > 0:
-        kth = ranked[:, min(int(top_k), ranked.shape[-1]) - 1:][:, :1]
-        drop |= ranked < kth
-    ranked = ranked.masked_fill(drop, float("-inf"))
+        k = min(int(top_k), vocab)
+        kept = ordered >= ordered[:, vocab - k:vocab - k + 1]
+    ordered = ordered.masked_fill(~kept, float("-inf"))
     if top_p is not None and top_p < 1.0:
-        # The tail: tokens that, with every smaller one, hold at most 1 - top_p of the mass
-        # (the largest always stays).
-        ascending_mass = ranked.softmax(-1).flip(-1).cumsum(-1).flip(-1)
-        tail = ascending_mass <= 1 - top_p
-        tail[:, 0] = False
-        ranked = ranked.masked_fill(tail, float("-inf"))
-    kept = ranked > float("-inf")
-    return (torch.empty_like(ranked).scatter_(-1, where, ranked),
+        nucleus = ordered.softmax(-1).cumsum(-1) > 1 - top_p
+        nucleus[:, -1] = True
+        kept = kept & nucleus
+        ordered = ordered.masked_fill(~kept, float("-inf"))
+    return (torch.empty_like(ordered).scatter_(-1, where, ordered),
             torch.empty_like(kept).scatter_(-1, where, kept))
 
 
