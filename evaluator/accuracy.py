@@ -8,6 +8,12 @@ reference's largest error. float32 outputs get ``ULP_ALLOWANCE`` ulp on top of b
 code has no wider accumulator, so accumulation order alone moves results by a few ulp. Where the
 reference is exact on every element (data movement), the candidate must be exact too.
 
+Where a problem's answer hangs on a decision that rounding can tip (a top-p cut: is this token's
+cumulative mass above 1 - p?), the exact answer is an interval per element: the exact answers
+with the decision's threshold moved by what an honest implementation's rounding can move it
+(``Problem.decision_band``). Errors, the candidate's and the reference's alike, are then distances
+to that interval; elsewhere the interval is the one exact value and nothing changes.
+
 docs/evaluator.md ("How correctness is judged") gives the calibration and the command behind it.
 """
 
@@ -85,6 +91,7 @@ class Judgement:
     nonfinite: int  # NaN/Inf where the reference is finite
     max_rel: float
     ulp_allowance: float
+    banded: int = 0  # elements whose exact answer is an interval (a decision within rounding)
 
 
 def working_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -94,34 +101,83 @@ def working_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype in (torch.bfloat16, torch.float16) else torch.float64
 
 
-def _chunks(got: torch.Tensor, native: torch.Tensor,
-            residual: Optional[torch.Tensor]) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-    """(candidate, native, exact) in the working dtype, real and imaginary parts side by side."""
+@dataclass
+class Band:
+    """The ends of the exact answer's interval (``low <= exact <= high`` elementwise), as
+    ``exact.end_residual`` wrote them: residuals from the native output, infinities kept, the
+    end's own value where the native output is not finite. None: that end is the exact answer."""
+
+    low: Optional[torch.Tensor] = None
+    high: Optional[torch.Tensor] = None
+
+
+@dataclass
+class _Chunk:
+    got: torch.Tensor
+    want: torch.Tensor  # the native reference's output
+    exact: torch.Tensor
+    low: torch.Tensor  # the exact interval's ends (both ``exact`` where there is no band)
+    high: torch.Tensor
+
+    def mask(self, keep: torch.Tensor) -> "_Chunk":
+        return _Chunk(self.got[keep], self.want[keep], self.exact[keep], self.low[keep], self.high[keep])
+
+
+def _chunks(got: torch.Tensor, native: torch.Tensor, residual: Optional[torch.Tensor],
+            band: Optional[Band]) -> Iterator[_Chunk]:
+    """Candidate, native, exact and the interval in the working dtype, real and imaginary parts
+    side by side."""
     g, n = as_real(got), as_real(native)
     r = as_real(residual) if residual is not None else None
+    low = as_real(band.low) if band is not None and band.low is not None else None
+    high = as_real(band.high) if band is not None and band.high is not None else None
     wide = working_dtype(real_dtype(native.dtype))
     for start in range(0, n.numel(), CHUNK):
-        want = n[start:start + CHUNK].to(wide)
-        exact = want + r[start:start + CHUNK].to(wide) if r is not None else want
-        yield g[start:start + CHUNK].to(wide), want, exact
+        part = slice(start, start + CHUNK)
+        want = n[part].to(wide)
+        exact = want + r[part].to(wide) if r is not None else want
+        yield _Chunk(g[part].to(wide), want, exact,
+                     band_end(want, low[part].to(wide)) if low is not None else exact,
+                     band_end(want, high[part].to(wide)) if high is not None else exact)
 
 
-def judge(got: torch.Tensor, native: torch.Tensor, residual: Optional[torch.Tensor]) -> Judgement:
-    """``residual`` = exact - native (None: the native output is exact). Same shape and dtype
-    for ``got`` and ``native``, checked by the caller."""
+def band_end(native: torch.Tensor, end_residual: torch.Tensor) -> torch.Tensor:
+    return torch.where(torch.isfinite(native), native + end_residual, end_residual)
+
+
+def distance(value: torch.Tensor, low: torch.Tensor, high: torch.Tensor) -> torch.Tensor:
+    """How far each value lies outside [low, high]: 0 inside (-inf is inside [-inf, x]), NaN for NaN."""
+    zero = torch.zeros_like(value)
+    outside = torch.where(value < low, low - value, torch.where(value > high, value - high, zero))
+    return torch.where(torch.isnan(value), value, outside)
+
+
+def judge(got: torch.Tensor, native: torch.Tensor, residual: Optional[torch.Tensor],
+          band: Optional[Band] = None) -> Judgement:
+    """``residual`` = exact - native (None: the native output is exact); ``band``: the exact
+    interval's ends, where the problem has one. Same shape and dtype for ``got`` and ``native``,
+    checked by the caller."""
     dtype = real_dtype(native.dtype)
     reference, rounding, spacing = Norms(), Norms(), Norms()
     needs_spacing = dtype in ULP_ALLOWANCE  # the spacing only feeds the float32 allowance
-    for _, want, exact in _chunks(got, native, residual):
-        finite = torch.isfinite(want)
+    banded, native_exact = 0, True
+    for chunk in _chunks(got, native, residual, band):
+        if band is not None:
+            banded += int((chunk.high > chunk.low).sum())
+        finite = torch.isfinite(chunk.want)
         if not bool(finite.all()):  # masking copies: only where there is something to mask
-            exact, want = exact[finite], want[finite]
-        reference.add((want - exact).abs())
+            chunk = chunk.mask(finite)
+        exact = chunk.exact
+        reference.add(distance(chunk.want, chunk.low, chunk.high))
+        if band is not None:  # without a band, the reference's own error says it
+            native_exact = native_exact and bool((chunk.want == exact).all())
         rounded = exact.to(dtype).to(exact.dtype)
         rounding.add(torch.where(torch.isfinite(rounded), (rounded - exact).abs(), 0.0))
         if needs_spacing:
             spacing.add(ulp(exact.double(), dtype))
-    exact_only = reference.max_abs == 0.0
+    # Data movement: the native output is the exact answer itself. (Inside a band is not enough:
+    # a band can be wide enough to hold a rounded native output.)
+    exact_only = native_exact if band is not None else reference.max_abs == 0.0
     allowance = 0.0 if exact_only else ULP_ALLOWANCE.get(dtype, 0.0)
     floor_rms, floor_max = max(reference.rms, rounding.rms), max(reference.max_abs, rounding.max_abs)
     allowed = {"rms": RMS_MULTIPLE * floor_rms + allowance * spacing.rms,
@@ -129,14 +185,17 @@ def judge(got: torch.Tensor, native: torch.Tensor, residual: Optional[torch.Tens
     candidate = Norms()
     outside = nonfinite = 0
     max_rel = 0.0
-    for g, want, exact in _chunks(got, native, residual):
+    for chunk in _chunks(got, native, residual, band):
+        g, want = chunk.got, chunk.want
         finite = torch.isfinite(want)
+        inside = (g >= chunk.low) & (g <= chunk.high)  # a band's -inf end admits -inf
         # NaN/Inf where the reference has the same: a match; anywhere else: not.
-        special = ~finite & ~((g == want) | (torch.isnan(g) & torch.isnan(want)))
-        nonfinite += int((~torch.isfinite(g) & finite).sum())
+        special = ~finite & ~((g == want) | (torch.isnan(g) & torch.isnan(want))) & ~inside
+        nonfinite += int((~torch.isfinite(g) & finite & ~inside).sum())
         if not bool(finite.all()):
-            g, exact = g[finite], exact[finite]
-        err = (g - exact).abs()
+            chunk = chunk.mask(finite)
+        g, exact = chunk.got, chunk.exact
+        err = distance(g, chunk.low, chunk.high)
         bound = allowed["max_abs"] + allowance * ulp(exact.double(), dtype) if allowance else allowed["max_abs"]
         outside += int(special.sum()) + int((~(err <= bound)).sum())
         ok = torch.isfinite(err)
@@ -146,4 +205,4 @@ def judge(got: torch.Tensor, native: torch.Tensor, residual: Optional[torch.Tens
         if err.numel():
             max_rel = max(max_rel, float((err / exact.abs().clamp_min(1e-12)).max()))
     passed = nonfinite == 0 and outside == 0 and candidate.rms <= allowed["rms"]
-    return Judgement(passed, candidate, reference, allowed, outside, nonfinite, max_rel, allowance)
+    return Judgement(passed, candidate, reference, allowed, outside, nonfinite, max_rel, allowance, banded)

@@ -138,7 +138,9 @@ class Evaluation:
 
     def resources(self, side: str) -> ResourceLimits:
         """The reference's disk holds its exact answers too."""
-        return room_for_exact(self.config.resources) if side == "reference" else self.config.resources
+        if side != "reference":
+            return self.config.resources
+        return room_for_exact(self.config.resources, banded=self.problem.decision_band is not None)
 
     def side_run(self, side: str, workdir: Path) -> SideRun:
         return SideRun(self.job(side, workdir), workdir, self.side_limits(side), self.timing_limit(),

@@ -54,24 +54,29 @@ def compare_output(index: int, got: torch.Tensor, want: torch.Tensor, tol: Toler
                       float(mismatched > 0), float(mismatched > 0), mismatched,
                       rule={"atol": 0.0, "rtol": 0.0})
     if exact is not None and exact.get("why") is None and accuracy.judges(want.dtype):
-        return _against_exact(index, got, want, exact.get("residual"))
+        band = accuracy.Band(exact.get("low"), exact.get("high")) if "low" in exact else None
+        return _against_exact(index, got, want, exact.get("residual"), band)
     why = (exact.get("why") or f"no exact rule for {want.dtype}") if exact is not None \
         else "the reference side computed no exact answer"
     return _against_tolerance(index, got, want, tol, why)
 
 
 def _against_exact(index: int, got: torch.Tensor, want: torch.Tensor,
-                   residual: Optional[torch.Tensor]) -> OutputCheck:
-    if residual is not None and residual.shape != want.shape:
-        raise ValueError(f"output {index}: exact residual of shape {tuple(residual.shape)} "
-                         f"for an output of shape {tuple(want.shape)}")
-    j = accuracy.judge(got, want, residual)
+                   residual: Optional[torch.Tensor], band: Optional[accuracy.Band] = None) -> OutputCheck:
+    ends = [band.low, band.high] if band is not None else []
+    for what, tensor in [("exact residual", residual)] + [("decision band end", end) for end in ends]:
+        if tensor is not None and tensor.shape != want.shape:
+            raise ValueError(f"output {index}: {what} of shape {tuple(tensor.shape)} "
+                             f"for an output of shape {tuple(want.shape)}")
+    j = accuracy.judge(got, want, residual, band)
+    rule = {"rms_multiple": accuracy.RMS_MULTIPLE, "max_multiple": accuracy.MAX_MULTIPLE,
+            "ulp_allowance": j.ulp_allowance}
+    if band is not None:
+        rule["decision_band_elements"] = j.banded
     status = None if j.passed else FailureClass.NAN_INF if j.nonfinite else FailureClass.VALUE_MISMATCH
     return _check(index, status, got, want, j.candidate.max_abs, j.max_rel, j.outside,
                   judged_against="exact", candidate_err=j.candidate.as_dict(),
-                  reference_err=j.reference.as_dict(), allowed_err=dict(j.allowed),
-                  rule={"rms_multiple": accuracy.RMS_MULTIPLE, "max_multiple": accuracy.MAX_MULTIPLE,
-                        "ulp_allowance": j.ulp_allowance})
+                  reference_err=j.reference.as_dict(), allowed_err=dict(j.allowed), rule=rule)
 
 
 def _against_tolerance(index: int, got: torch.Tensor, want: torch.Tensor, tol: Tolerance,

@@ -74,6 +74,28 @@ class _Promote(TorchDispatchMode):
 class ExactRun:
     outputs: list[torch.Tensor]
     narrow: dict[str, set[str]] = field(default_factory=dict)  # dtype -> ops that produced it
+    # The exact interval's ends per output (``Problem.decision_band``); None: no band.
+    low: Optional[list[torch.Tensor]] = None
+    high: Optional[list[torch.Tensor]] = None
+
+    def widen(self, other: "ExactRun") -> None:
+        """Take ``other``, the exact answer with a decision threshold moved, into the interval."""
+        for dtype, ops in other.narrow.items():
+            self.narrow.setdefault(dtype, set()).update(ops)
+        if len(other.outputs) != len(self.outputs):
+            raise ValueError(f"a decision-band run returned {len(other.outputs)} outputs, "
+                             f"the exact run {len(self.outputs)}")
+        low = self.low if self.low is not None else list(self.outputs)
+        high = self.high if self.high is not None else list(self.outputs)
+        for index, (out, moved) in enumerate(zip(self.outputs, other.outputs)):
+            if not isinstance(out, torch.Tensor) or not (out.is_floating_point() and moved.is_floating_point()):
+                continue
+            if moved.shape != out.shape:
+                raise ValueError(f"output {index}: a decision-band run gave shape {tuple(moved.shape)}, "
+                                 f"the exact run {tuple(out.shape)}")
+            low[index] = torch.minimum(low[index], moved)
+            high[index] = torch.maximum(high[index], moved)
+        self.low, self.high = low, high
 
     def why_not(self) -> Optional[str]:
         """Why no output of this run is exact, or None."""
@@ -98,6 +120,16 @@ def exact_outputs(call: Callable[..., Any], inputs: dict[str, Any]) -> ExactRun:
     return ExactRun(outputs, mode.narrow)
 
 
+def exact_with_band(call: Callable[..., Any], inputs: dict[str, Any],
+                    band: Optional[Callable[[dict[str, Any]], list[dict[str, Any]]]]) -> ExactRun:
+    """The exact run, widened by the exact runs at the inputs ``band`` moves a decision
+    threshold to (one at a time, so that at most three float64 answers are held)."""
+    run = exact_outputs(call, inputs)
+    for moved in (band(inputs) if band is not None else []):
+        run.widen(exact_outputs(call, moved))
+    return run
+
+
 def warm_up() -> None:
     """The first float64 run imports about a second of torch modules (torch._dynamo among them):
     a rank pays it before it reports ready, not in its first trial."""
@@ -110,8 +142,31 @@ def residual_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype == torch.float16 else dtype
 
 
+def _residual(exact: torch.Tensor, ref: torch.Tensor) -> Optional[torch.Tensor]:
+    """``exact - ref`` in the residual dtype on the CPU, 0 where either is NaN or Inf; None if
+    it is 0 everywhere."""
+    diff = exact.detach() - ref.detach().to(exact.dtype)
+    diff = torch.where(torch.isfinite(exact) & torch.isfinite(ref), diff, torch.zeros_like(diff))
+    if not bool(diff.any()):
+        return None
+    return diff.to(residual_dtype(ref.dtype)).to("cpu").contiguous()
+
+
+def end_residual(end: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+    """A band end as a residual from the native output, infinities kept: a decision that drops
+    the token an output reads makes that output -inf (a log-probability), and -inf is then an
+    honest answer. Where the native output is not finite, the end's value itself
+    (``accuracy.band_end`` reads it back)."""
+    native_dtype, end = ref.dtype, end.detach()
+    ref = ref.detach().to(end.dtype)
+    diff = torch.where(torch.isfinite(ref), end - ref, end)
+    return diff.to(residual_dtype(native_dtype)).to("cpu").contiguous()
+
+
 def residual_record(native: list[torch.Tensor], run: ExactRun) -> list[dict[str, Any]]:
-    """Per native output: ``{"residual": exact - native or None, "why": None or why no exact}``.
+    """Per native output: ``{"residual": exact - native or None, "why": None or why no exact}``,
+    and where the problem has a decision band, ``"low"`` and ``"high"``: the interval's ends
+    as residuals the same way (None where an end is the exact answer everywhere).
 
     A residual of None with no reason means the native output is exact (or is not floating,
     and is judged by equality). Where either value is NaN or Inf the residual is 0: those
@@ -130,12 +185,12 @@ def residual_record(native: list[torch.Tensor], run: ExactRun) -> list[dict[str,
             records.append({"residual": None, "why": why})
             continue
         exact = run.outputs[index].detach()
-        diff = exact - ref.detach().to(exact.dtype)
-        diff = torch.where(torch.isfinite(exact) & torch.isfinite(ref), diff, torch.zeros_like(diff))
-        if not bool(diff.any()):
-            records.append({"residual": None, "why": None})
-            continue
-        records.append({"residual": diff.to(residual_dtype(ref.dtype)).to("cpu").contiguous(), "why": None})
+        record: dict[str, Any] = {"residual": _residual(exact, ref), "why": None}
+        if run.low is not None and run.high is not None:
+            # An end equal to the exact answer everywhere travels as None, not as a copy.
+            for end, values in (("low", run.low[index]), ("high", run.high[index])):
+                record[end] = None if torch.equal(values, exact) else end_residual(values, ref)
+        records.append(record)
     return records
 
 
@@ -169,7 +224,9 @@ def load_exact(path: Path) -> Optional[list[dict[str, Any]]]:
     return records
 
 
-def room_for_exact(resources: ResourceLimits) -> ResourceLimits:
+def room_for_exact(resources: ResourceLimits, banded: bool = False) -> ResourceLimits:
     """The reference side's limits: beside outputs as large as the candidate's it writes the
-    residuals, at most twice their size (float16 outputs keep float32 residuals)."""
-    return dataclasses.replace(resources, disk_bytes=3 * resources.disk_bytes)
+    residuals, each at most twice their size (float16 outputs keep float32 residuals): the exact
+    answer's, and with a decision band its two ends."""
+    residuals = 3 if banded else 1
+    return dataclasses.replace(resources, disk_bytes=(1 + 2 * residuals) * resources.disk_bytes)

@@ -25,7 +25,7 @@ from problems.spec import DTYPE_NAMES, Problem
 
 from .candidate import CandidateError
 from .channel import STEP, TIMES, RankChannel
-from .exact import exact_outputs, exact_path, save_exact
+from .exact import exact_path, exact_with_band, save_exact
 from .job import TaskSpec, TrialSpec, trial_step
 from .rank_timing import CommandReader, TimingSession, kept_outputs, serve
 from .report import FailureClass
@@ -156,8 +156,9 @@ class TaskRunner:
         before = {name: t.clone() for name, t in _tensor_inputs(inputs).items()
                   if name not in self.problem.may_overwrite}
         # The reference's exact answer, from float64 copies of these inputs, before anything
-        # can overwrite them (evaluator/exact.py).
-        exact = exact_outputs(self.call, inputs) if self.side == "reference" and not self.ctx.fingerprints_only else None
+        # can overwrite them (evaluator/exact.py), widened where a decision is within rounding.
+        exact = exact_with_band(self.call, inputs, self.problem.decision_band) \
+            if self.side == "reference" and not self.ctx.fingerprints_only else None
         self.align()
         outputs = as_output_list(self.call(inputs), self.side)
         synchronize(self.ctx.device)

@@ -57,7 +57,7 @@ class OutputCheck(TypedDict):
     candidate_err: Optional[ErrorNorms]  # against the exact answer
     reference_err: Optional[ErrorNorms]  # the reference's own, against the exact answer
     allowed_err: Optional[ErrorNorms]  # the bounds the candidate's errors had to stay within
-    rule: Optional[dict[str, float]]  # rms_multiple, max_multiple, ulp_allowance; or atol, rtol
+    rule: Optional[dict[str, float]]  # rms_multiple, max_multiple, ulp_allowance[, decision_band_elements]; or atol, rtol
     no_exact_answer: Optional[str]  # why a floating output was judged against the reference
 
 

@@ -239,6 +239,11 @@ class Problem:
     # ParallelKernelBench problem ids this problem is the equivalent of (the reference's id, not
     # the solution file's number): how a PKB-style output directory is imported against this suite.
     pkb_ids: tuple[int, ...] = ()
+    # Where the answer hangs on a decision that rounding can tip (a top-p cut), the inputs with
+    # the decision's threshold moved as far as an honest implementation's rounding can move it,
+    # each way: the judge accepts any value between the exact answers at those inputs
+    # (evaluator/accuracy.py). None: every decision is exact, or made from exact values.
+    decision_band: Callable[[dict[str, Any]], list[dict[str, Any]]] | None = None
 
     @property
     def default_dtype(self) -> torch.dtype:

@@ -7,7 +7,7 @@ import torch.distributed as dist
 
 from problems.spec import Problem, Source, tolerances
 from problems.vocab_parallel.sampling_filter import (
-    make_sampling_inputs, sampling_traffic, top_k_top_p, vocab_to_tokens)
+    make_sampling_inputs, sampling_traffic, top_k_top_p, top_p_band, vocab_to_tokens)
 
 
 def reference(logits: torch.Tensor, target: torch.Tensor, top_k: int, top_p: float, *,
@@ -34,8 +34,8 @@ DESCRIPTION = (
     "drew them from; when generation used top-k/top-p, NeMo-RL's DistributedLogprobWithSampling "
     "cannot keep the vocabulary sharded, because the filter ranks every token of the whole "
     "vocabulary. It all-to-alls the vocab-parallel logits into token-parallel rows of the full "
-    "vocabulary, applies apply_top_k_top_p (sort, cut at the k-th largest, cut the tail below "
-    "cumulative probability 1 - p), takes the float32 log-softmax, picks each target's "
+    "vocabulary, applies apply_top_k_top_p (sort, cut at the k-th largest, cut the tail whose "
+    "float32 cumulative probability is at most 1 - p), takes the float32 log-softmax, picks each target's "
     "log-probability and all-gathers them. The all-to-all moves the whole logit tensor (hundreds "
     "of MiB for a 128K vocabulary) and the full sort dominates the compute; a fast version finds "
     "the thresholds with a selection instead of a sort and overlaps it with the exchange."
@@ -59,5 +59,6 @@ PROBLEM = Problem(
     traffic=sampling_traffic,
     process_groups=lambda world: {"tp_group": [list(range(world))]},
     tags=("rl",),
+    decision_band=top_p_band,
     pkb_ids=(82,),
 )

@@ -9,7 +9,8 @@ import torch.distributed as dist
 
 from problems.spec import Case, Problem, Source, tolerances
 from problems.vocab_parallel.sampling_filter import (
-    make_sampling_inputs, sampling_traffic, tokens_to_vocab, top_k_top_p, vocab_to_tokens)
+    make_sampling_inputs, sampling_traffic, tokens_to_vocab, top_k_top_p, top_p_band,
+    vocab_to_tokens)
 
 
 def reference(logits: torch.Tensor, target: torch.Tensor, grad_output: torch.Tensor, top_k: int,
@@ -55,7 +56,10 @@ PROBLEM = Problem(
         "backward repeats the forward's all-to-all of vocab-parallel logits into token-parallel "
         "full-vocabulary rows and its top-k/top-p filter, forms the float32 gradient "
         "g * (onehot(target) - softmax) on the kept tokens, and all-to-alls it back so that "
-        "every rank gets the gradient of its own vocabulary slice for all tokens. It moves the "
+        "every rank gets the gradient of its own vocabulary slice for all tokens. Which tokens "
+        "get a gradient is the filter's choice, so its tie rule is part of the problem: among "
+        "tied logits at the top-p cut the lowest vocabulary id is dropped first (a stable "
+        "ascending sort, as in the forward). It moves the "
         "logits one way and a float32 gradient of the same shape the other (twice the bytes at "
         "bf16), chunk after chunk; a fast version overlaps the return exchange of one chunk "
         "with the filter of the next and writes gradients straight into peers' buffers."
@@ -75,5 +79,6 @@ PROBLEM = Problem(
     traffic=functools.partial(sampling_traffic, backward=True),
     process_groups=lambda world: {"tp_group": [list(range(world))]},
     tags=("rl", "backward"),
+    decision_band=top_p_band,
     pkb_ids=(84,),
 )

@@ -7,7 +7,7 @@ import torch.distributed as dist
 
 from problems.spec import Case, Problem, Source, tolerances
 from problems.vocab_parallel.sampling_filter import (
-    make_sampling_inputs, sampling_traffic, top_k_top_p, vocab_to_tokens)
+    make_sampling_inputs, sampling_traffic, top_k_top_p, top_p_band, vocab_to_tokens)
 
 
 def reference(logits: torch.Tensor, target: torch.Tensor, top_k: int, top_p: float,
@@ -46,7 +46,8 @@ PROBLEM = Problem(
         "DistributedLogprobWithSampling: materialising the full vocabulary in float32 for every "
         "token of a 16K-token rollout would need tens of GiB, so it walks the sequence in "
         "chunks of logprob_chunk_size positions; each chunk's vocab-parallel logits are "
-        "all-to-alled into token-parallel full-vocabulary rows, filtered with top-k/top-p, "
+        "all-to-alled into token-parallel full-vocabulary rows, filtered with top-k/top-p "
+        "(the cumulative probability in float32, as in the unchunked problem), "
         "turned into float32 log-probabilities of the sampled tokens and all-gathered. The "
         "chunking turns one large exchange into a sequence of medium ones separated by a sort; "
         "a fast version pipelines them, exchanging the next chunk while filtering this one."
@@ -66,5 +67,6 @@ PROBLEM = Problem(
     traffic=sampling_traffic,
     process_groups=lambda world: {"tp_group": [list(range(world))]},
     tags=("rl",),
+    decision_band=top_p_band,
     pkb_ids=(83,),
 )

@@ -87,19 +87,24 @@ _FSDP: tuple[Adapter, ...] = (
 _CHUNKS = ("; PKB walks the flattened tokens batch * chunk_size at a time where ours takes "
            "chunk_size positions of every row: the same number of tokens per chunk, and each "
            "token's result is its own")
+# The one difference in what is computed: PKB's reference sums the top-p mass in the logits'
+# dtype, ours in float32 (sampling_filter.TOP_P_MARGIN says why).
+_MASS = ("; PKB's reference sums the top-p mass in the logits' dtype (bfloat16 by default), ours "
+         "in float32: a PKB output that sums it in bfloat16 fails the rows whose cut falls within "
+         "bfloat16 rounding")
 _VOCAB_PARALLEL: tuple[Adapter, ...] = (
     Adapter(82, "vocab-parallel-logprobs-top-k-top-p",
-            "PKB takes the group positionally before top_k and top_p", "none",
+            "PKB takes the group positionally before top_k and top_p" + _MASS, "none",
             "def solution(logits, target, top_k, top_p, *, tp_group):\n"
             "    return _pkb_solution(logits, target, tp_group, top_k, top_p)\n"),
     Adapter(83, "vocab-parallel-logprobs-top-k-top-p-chunked",
-            "PKB takes the group positionally before top_k, top_p and chunk_size" + _CHUNKS,
+            "PKB takes the group positionally before top_k, top_p and chunk_size" + _CHUNKS + _MASS,
             "none",
             "def solution(logits, target, top_k, top_p, chunk_size, *, tp_group):\n"
             "    return _pkb_solution(logits, target, tp_group, top_k, top_p, chunk_size)\n"),
     Adapter(84, "vocab-parallel-logprobs-top-k-top-p-backward",
             "PKB takes the group positionally after grad_output, before top_k, top_p and "
-            "chunk_size" + _CHUNKS,
+            "chunk_size" + _CHUNKS + _MASS,
             "none",
             "def solution(logits, target, grad_output, top_k, top_p, chunk_size, *, tp_group):\n"
             "    return _pkb_solution(logits, target, grad_output, tp_group, top_k, top_p, "

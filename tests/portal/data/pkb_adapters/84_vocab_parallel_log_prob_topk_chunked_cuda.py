@@ -19,7 +19,7 @@ def _filter(logits, top_k, top_p):
         kept = ordered >= ordered[:, vocab - k:vocab - k + 1]
     ordered = ordered.masked_fill(~kept, float("-inf"))
     if top_p is not None and top_p < 1.0:
-        nucleus = ordered.softmax(-1).cumsum(-1) > 1 - top_p
+        nucleus = ordered.float().softmax(-1).cumsum(-1) > 1 - top_p
         nucleus[:, -1] = True
         kept = kept & nucleus
         ordered = ordered.masked_fill(~kept, float("-inf"))
