@@ -9,7 +9,7 @@ memory of each; counts the elements whose exact answer is an interval; and judge
 candidates against the band and without it: a copy of the reference and the honest filter that
 sums the mass from the top (tests/evaluator/decisions/descending_top_p.py). torch only.
 
-    python3 scripts/gpu/decision_band_cost.py --seeds 2 --out $OUT/decision_band_cost.json
+    PKB_COMMIT=<sha> python3 scripts/gpu/decision_band_cost.py --seeds 2 --out $OUT/decision_band_cost.json
 """
 
 from __future__ import annotations
@@ -123,8 +123,10 @@ def main() -> None:
         dist.destroy_process_group()
     provenance = {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "host": platform.node(),
                   "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
-                  "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                                           capture_output=True, text=True).stdout.strip() or None,
+                  # The device's checkout may predate the working tree it was sent: PKB_COMMIT wins.
+                  "commit": os.environ.get("PKB_COMMIT") or subprocess.run(
+                      ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                      text=True).stdout.strip() or None,
                   "command": " ".join(sys.argv)}
     if args.out:
         args.out.write_text(json.dumps({"provenance": provenance, "rows": rows}, indent=1))
