@@ -11,6 +11,7 @@ gloo group, with 16384 rows: enough that some row has a token within float32 rou
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -34,7 +35,7 @@ BANDED = ("vocab-parallel-logprobs-top-k-top-p", "vocab-parallel-logprobs-top-k-
           "vocab-parallel-logprobs-top-k-top-p-backward")
 PROBE = {"batch": 64, "seq": 256, "vocab": 256, "top_k": 50, "top_p": 0.95, "chunk_size": 64}
 SEEDS = (0, 1)
-HERE = __file__.rsplit("/", 1)[0]
+DESCENDING = Path(__file__).resolve().parent / "decisions" / "descending_top_p.py"
 
 
 def test_only_the_top_p_problems_declare_a_decision_band():
@@ -77,7 +78,7 @@ def _as_list(result: Any) -> list[torch.Tensor]:
 
 
 def _judged(slug: str, dtype: torch.dtype, seed: int, group: Any) -> dict[str, list[dict[str, Any]]]:
-    """Per variant, its output checks with the band (``new``) and without it (``old``)."""
+    """Per variant, its output checks against the band."""
     problem = problems.get(slug)
     case = Case(world_size=1, size="probe", dtype=dtype, params=PROBE, rank=0, seed=seed)
     inputs = problem.make_inputs(case)
@@ -86,8 +87,7 @@ def _judged(slug: str, dtype: torch.dtype, seed: int, group: Any) -> dict[str, l
         return problem.reference(**given, tp_group=group)
 
     native = _as_list(call(inputs))
-    with_band = residual_record(native, exact_with_band(call, inputs, problem.decision_band))
-    without = [{k: v for k, v in r.items() if k not in ("low", "high")} for r in with_band]
+    records = residual_record(native, exact_with_band(call, inputs, problem.decision_band))
     with mock.patch.object(sys.modules[problem.reference.__module__], "top_k_top_p", descending_filter):
         descending = _as_list(call(inputs))
     variants = {
@@ -98,12 +98,9 @@ def _judged(slug: str, dtype: torch.dtype, seed: int, group: Any) -> dict[str, l
         "scaled": [t * (1 + 2 ** -8) for t in native],
     }
     tol = problem.tolerance(dtype)
-    checks: dict[str, list[dict[str, Any]]] = {}
-    for name, outputs in variants.items():
-        for judge, records in (("new", with_band), ("old", without)):
-            checks[f"{name}/{judge}"] = [compare_output(i, got, want, tol, rec)
-                                         for i, (got, want, rec) in enumerate(zip(outputs, native, records))]
-    return checks
+    return {name: [compare_output(i, got, want, tol, rec)
+                   for i, (got, want, rec) in enumerate(zip(outputs, native, records))]
+            for name, outputs in variants.items()}
 
 
 def _passed(checks: list[dict[str, Any]]) -> bool:
@@ -113,17 +110,14 @@ def _passed(checks: list[dict[str, Any]]) -> bool:
 @pytest.mark.parametrize("slug", BANDED)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
 def test_an_honest_filter_summed_from_the_top_passes_and_lossy_outputs_fail(slug, dtype, one_rank):
-    failed_before = banded_rows = 0
+    banded_rows = 0
     for seed in SEEDS:
         checks = _judged(slug, dtype, seed, one_rank)
-        assert _passed(checks["copy/new"])
-        assert _passed(checks["descending/new"]), (seed, checks["descending/new"])
+        assert _passed(checks["copy"])
+        assert _passed(checks["descending"]), (seed, checks["descending"])
         for lossy in ("bf16_wire", "scaled"):
-            outputs = checks[f"{lossy}/new"]
-            if dtype == torch.bfloat16 and all(c["dtype"] == "bfloat16" for c in outputs):
-                continue  # a bf16 output is already on the bf16 grid
-            assert not _passed(outputs), (lossy, seed)
-        banded = sum(c["rule"]["decision_band_elements"] for c in checks["copy/new"])
+            assert not _passed(checks[lossy]), (lossy, seed)
+        banded = sum(c["rule"]["decision_band_elements"] for c in checks["copy"])
         banded_rows += banded if "backward" not in slug else banded > 0
         # The band is 2^-18 of mass wide: a few rows in a thousand, not a licence for the rest.
         assert banded <= 0.005 * PROBE["batch"] * PROBE["seq"] * (PROBE["vocab"] if "backward" in slug else 1)
@@ -195,7 +189,7 @@ def test_an_evaluation_judges_the_descending_filter_against_the_band(tmp_path):
     from evaluator.api import evaluate
 
     config = EvalConfig(problem="vocab-parallel-logprobs-top-k-top-p",
-                        solution_path=__import__("pathlib").Path(HERE) / "decisions" / "descending_top_p.py",
+                        solution_path=DESCENDING,
                         world_size=2, device="cpu", size="small", trials=5, seed=1, limits=TEST_LIMITS)
     report = evaluate(config)
     assert report["verdict"] == "pass", report["failure"]
