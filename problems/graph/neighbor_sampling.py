@@ -31,10 +31,13 @@ def reference(adj: torch.Tensor, degree: torch.Tensor, edge_weight: torch.Tensor
     dist.all_to_all_single(req_ids, seeds[order], rs, ss, group=group)
     req_u = torch.empty((n_recv, fanout), dtype=uniforms.dtype, device=uniforms.device)
     dist.all_to_all_single(req_u, uniforms[order], rs, ss, group=group)
-    # Owner samples: slot = floor(u * degree), clamped into the valid range.
+    # Owner samples: slot = floor(u * degree), clamped into the valid range, computed exactly:
+    # a float32 u times a degree is exact in float64. In float32 a product just below an integer
+    # can round up to it (u = 0.96774190664, degree 31: 30.0 for 29.99999...), and the edge
+    # drawn, and its weight, would hang on rounding (the float64 exact answer drew the other).
     local = req_ids - rank * n_local
     deg = degree[local].unsqueeze(1)
-    slot = torch.minimum((req_u * deg.to(req_u.dtype)).to(torch.int64), deg - 1)
+    slot = torch.minimum((req_u.double() * deg.double()).to(torch.int64), deg - 1)
     nbrs = torch.gather(adj[local], 1, slot)
     wts = torch.gather(edge_weight[local], 1, slot)
     # Response back along the reversed splits.
@@ -81,7 +84,9 @@ PROBLEM = Problem(
         "fixed fanout of its neighbours, but the adjacency of a seed lives on the partition that "
         "owns it. The sampler groups seeds by owner, ships them (with the random numbers that "
         "drive the draw, which makes the sample reproducible) in an uneven all-to-all, the owner "
-        "samples with replacement from its padded adjacency, and the neighbour ids and edge "
+        "samples with replacement from its padded adjacency (slot floor(u * degree), computed "
+        "exactly: in float64, where a float32 u times a degree is exact), and the neighbour ids "
+        "and edge "
         "weights travel back. This runs once per layer per mini-batch before any feature fetch, "
         "so its latency bounds the input pipeline; the messages are small and numerous, and a "
         "fast kernel serves requests straight out of peers' adjacency over NVLink instead of "
