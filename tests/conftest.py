@@ -40,3 +40,15 @@ def _sandbox_mode(request: Any) -> Iterator[None]:
     patch.setattr(launcher, "open_box", lambda *a, confined, **k: sandbox.open_box(*a, confined=False, **k))
     yield
     patch.undo()
+
+
+@pytest.fixture(scope="module")
+def one_rank() -> Iterator[Any]:
+    """A one-rank gloo group in this process, for running a reference directly (its collectives
+    are then copies): the decision tests call references at sizes no launch needs."""
+    import torch.distributed as dist
+
+    assert not dist.is_initialized()
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    yield dist.group.WORLD
+    dist.destroy_process_group()

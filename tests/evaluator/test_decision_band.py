@@ -17,7 +17,6 @@ from unittest import mock
 
 import pytest
 import torch
-import torch.distributed as dist
 
 import problems
 from evaluator import accuracy
@@ -62,15 +61,6 @@ def test_a_value_inside_the_band_passes_and_one_just_outside_fails():
     assert judged.banded == 2
     # Without a band the same first value is judged against the exact answer alone.
     assert not accuracy.judge(inside, native, residual).passed
-
-
-@pytest.fixture(scope="module")
-def one_rank() -> Any:
-    assert not dist.is_initialized()
-    store = dist.HashStore()
-    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
-    yield dist.group.WORLD
-    dist.destroy_process_group()
 
 
 def _as_list(result: Any) -> list[torch.Tensor]:

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 import torch
-import torch.distributed as dist
 
 import problems
 from evaluator.compare import compare_output
@@ -17,14 +15,6 @@ from evaluator.exact import exact_outputs, residual_record
 
 # A float32 uniform whose product with the degree rounds up to an integer in float32.
 U, DEGREE = 0.9677419066429138, 31
-
-
-@pytest.fixture(scope="module")
-def one_rank() -> Any:
-    assert not dist.is_initialized()
-    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    yield dist.group.WORLD
-    dist.destroy_process_group()
 
 
 def test_the_case_is_real_float32_rounds_the_product_up_to_the_next_slot():
