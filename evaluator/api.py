@@ -31,7 +31,7 @@ from problems.spec import _derive_seed, dtype_name
 
 from . import __version__
 from .compare import compare_outputs, describe
-from .config import EvalConfig, Limits, ResourceLimits
+from .config import EvalConfig, Limits, ResourceLimits, TimingConfig
 from .digest import outputs_digest
 from .exact import exact_path, load_exact, room_for_exact
 from .job import CHECKED_COPIES, RankJob, TaskSpec, TrialSpec, call_seed
@@ -45,6 +45,9 @@ from .roofline import roofline
 from .sandbox import unavailable_reason
 from .hardware import clocks
 from .hardware.affinity import rank_cpus
+from .judge.buffers import RankBuffers
+from .judge.driver import Judge, JudgedTimer, calls_per_block, pass_probability_bound
+from .judge.inputs import InputMaker, output_capacity
 from .static_checks import read_solution, resolve_dtype, static_failure
 
 # Outputs judged at once in the parent (each holds a few copies of one output in memory).
@@ -105,6 +108,7 @@ class Evaluation:
         self.profile = (hardware_profile(config.device, config.world_size, config.hardware_profile)
                         if config.timing else None)
         self.pinning = rank_cpus(config.world_size) if config.device == "cuda" and self.timing else None
+        self.maker = InputMaker(self.problem, config.world_size, config.size, self.dtype, tuple(self.salts))
         self.started_at = _now()
         self.started_clock = time.monotonic()
 
@@ -142,10 +146,15 @@ class Evaluation:
             return self.config.resources
         return room_for_exact(self.config.resources, banded=self.problem.decision_band is not None)
 
-    def side_run(self, side: str, workdir: Path) -> SideRun:
-        return SideRun(self.job(side, workdir), workdir, self.side_limits(side), self.timing_limit(),
+    def side_run(self, side: str, workdir: Path, buffers: Optional[list[RankBuffers]] = None) -> SideRun:
+        """A judged candidate (``buffers``) gets no salt: its inputs are the judge's to make."""
+        job = self.job(side, workdir)
+        if buffers is not None:
+            job["driven"] = True
+        salts = None if buffers is not None and side == "candidate" else self.salts
+        return SideRun(job, workdir, self.side_limits(side), self.timing_limit(),
                        self.on_progress, sandbox=self.config.sandbox, resources=self.resources(side),
-                       salts=self.salts)
+                       salts=salts, buffers=buffers)
 
     def run_side(self, side: str, workdir: Path) -> SideResult:
         return run_side(self.job(side, workdir), workdir, self.side_limits(side), self.timing_limit(),
@@ -170,11 +179,19 @@ class Evaluation:
             return 0.0
         return (self.timing.max_time_s + self.timing.warmup_time_s) * 3 + 30
 
+    @property
+    def judged(self) -> bool:
+        """Whether the judge outside the ranks makes the inputs, holds the clock and copies the
+        outputs (docs/judge.md): on CPU. GPU evaluations still judge inside the ranks."""
+        return self.config.device == "cpu"
+
     def run(self) -> Report:
         static = static_failure(self.source)
         if static is not None:
             return self.report(static, [], None, None, None)
         with _workdir(self.config) as workdir:
+            if self.judged:
+                return self.run_judged(workdir)
             if self.timing is not None:
                 return self.run_timed(workdir)
             candidate = self.run_side("candidate", workdir)
@@ -188,6 +205,88 @@ class Evaluation:
                 return self.report(tampered, [], None, candidate, reference)
             trials, failure = self.judge(workdir)
             return self.report(failure, trials, None, candidate, reference)
+
+    def judged_buffers(self, side: str, calls: int) -> list[RankBuffers]:
+        slot = self.slot_bytes()
+        return [RankBuffers(f"{side}{rank}", calls, self.maker.call_bytes(rank), slot)
+                for rank in range(self.config.world_size)]
+
+    def slot_bytes(self) -> int:
+        call_bytes = max(self.maker.call_bytes(rank) for rank in range(self.config.world_size))
+        return output_capacity(self.problem, self.config.world_size, self.config.size, self.dtype, call_bytes)
+
+    def run_judged(self, workdir: Path) -> Report:
+        """The candidate never makes an input, holds a clock or writes a file the judge reads:
+        the judge feeds it through shared buffers and copies what it returns (judge/driver.py)."""
+        call_bytes = max(self.maker.call_bytes(rank) for rank in range(self.config.world_size))
+        calls = calls_per_block(self.timing, call_bytes, self.slot_bytes())
+        buffers = {"candidate": self.judged_buffers("candidate", calls)}
+        if self.timing is not None:
+            buffers["reference"] = self.judged_buffers("reference", calls)
+        try:
+            return self._run_judged(workdir, buffers, calls)
+        finally:
+            for side_buffers in buffers.values():
+                for rank_buffers in side_buffers:
+                    rank_buffers.close()
+
+    def _run_judged(self, workdir: Path, buffers: dict[str, list[RankBuffers]], calls: int) -> Report:
+        outputs_dir = workdir / "candidate"
+        outputs_dir.mkdir(exist_ok=True)
+        step_s = self.config.limits.step_s
+        judge = Judge(self.maker, self.problem.may_overwrite, outputs_dir, buffers, step_s,
+                      on_progress=self.on_progress)
+        candidate_run = self.side_run("candidate", workdir, buffers=buffers["candidate"])
+        reference_run = self.side_run("reference", workdir, buffers=buffers["reference"]) if self.timing else None
+        runs = [r for r in (candidate_run, reference_run) if r is not None]
+        for run in runs:
+            if run.begin() is not None:
+                return self.report(run.failure, [], None, candidate_run.end(),
+                                   reference_run.end() if reference_run else None)
+        timer = JudgedTimer(judge, candidate_run, reference_run or candidate_run, self.timing or TimingConfig(),
+                            step_s=step_s, timing_seed=self.timing_seed, max_calls=calls)
+        paired = None
+        try:
+            for side in ([timer.cand, timer.ref] if reference_run else [timer.cand]):
+                timer.wait_ready(side)
+                side.run.freeze()
+            judge.trials(candidate_run, self.seeds)
+            if reference_run is not None:
+                paired = timer.run()
+        except DrivenFailure as exc:
+            candidate = candidate_run.end()
+            reference = reference_run.end() if reference_run else None
+            if exc.side == "candidate":
+                return self.report(exc.failure, [], None, candidate, None)
+            failure = dict(exc.failure, failure_class=FailureClass.HARNESS_ERROR.value)
+            return self.report(failure, [], None, candidate, reference)  # type: ignore[arg-type]
+        candidate_run.thaw()
+        candidate_run.command({"cmd": "finish"}, step_s)
+        wait_finished(candidate_run)
+        candidate = candidate_run.end()
+        if not candidate.ok:
+            return self.report(candidate.failure, [], None, candidate, reference_run.end() if reference_run else None)
+        timed_calls = sorted(judge.checked.kept)
+        if reference_run is None:
+            reference = self.run_side("reference", workdir)
+        else:
+            rechecks = self.rechecks(timed_calls)
+            reference_run.thaw()
+            reference_run.command({"cmd": "finish", "rechecks": rechecks},
+                                  step_s * (len(self.seeds) + len(rechecks) + 1))
+            wait_finished(reference_run)
+            reference = reference_run.end()
+        if not reference.ok:
+            return self.report(reference.failure, [], None, candidate, reference)
+        trials, failure = self.judge(workdir, timed_calls)
+        timing = None
+        if failure is None and paired is not None:
+            timing, failure = self.score(paired, None)
+            counted = sum(block.calls for block in paired.candidate.counted)
+            timing["checks"] = {"timed_calls": counted, "checked": len(timed_calls), "judge": "outside",
+                                "pass_bound": {str(f): pass_probability_bound(len(timed_calls), f)
+                                               for f in (0.5, 0.9, 0.99)}}
+        return self.report(failure, trials, timing, candidate, reference)
 
     def run_timed(self, workdir: Path) -> Report:
         assert self.timing is not None

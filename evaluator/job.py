@@ -13,6 +13,10 @@ from typing import Any, Literal, Optional, TypedDict
 # input rotation, slots the parent draws in secret when timing ends. The candidate keeps every
 # slot's latest outputs, so any timed call may turn out to be one of them.
 CHECKED_COPIES = 4
+# Where the judge outside the ranks draws the checked calls (evaluator/judge/driver.py): how many,
+# drawn uniformly from all counted timed calls. A candidate that does the work on a fraction f of
+# them passes with probability at most f ** CHECKED_CALLS (0.9 ** 64 = 0.0012).
+CHECKED_CALLS = 64
 
 
 class TrialSpec(TypedDict, total=False):

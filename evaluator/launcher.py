@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional
 
 from .channel import BUILD, BUILT, DONE, ERROR, READY, STEP, TIMES, WAITING, new_token, parse_lines
 from .config import Limits, ResourceLimits
-from .job import CHECKED_COPIES, RankJob
+from .job import CHECKED_CALLS, CHECKED_COPIES, RankJob
 from .report import Failure, FailureClass, make_failure
 from .sandbox import RankLaunch, SandboxError, open_box
 from .sandbox.box import OutputRules
@@ -46,8 +46,12 @@ ProgressHook = Callable[[str, dict[str, Any]], None]
 class SideRun(SideDiagnosis):
     def __init__(self, job: RankJob, workdir: Path, limits: Limits, timing_s: float,
                  on_progress: Optional[ProgressHook] = None, *, sandbox: bool = True,
-                 resources: Optional[ResourceLimits] = None, salts: Optional[list[str]] = None) -> None:
+                 resources: Optional[ResourceLimits] = None, salts: Optional[list[str]] = None,
+                 buffers: Optional[list[Any]] = None) -> None:
         self.on_progress = on_progress
+        # The judge's shared buffers, one pair per rank (evaluator/judge/buffers.py): the side is
+        # then judged, and nothing it writes extends a deadline.
+        self.buffers = buffers
         self.salts = salts  # rank -> the secret mixed into its own inputs (None: unsalted)
         self.token = new_token()
         self.job = job
@@ -89,7 +93,8 @@ class SideRun(SideDiagnosis):
 
     def output_rules(self) -> OutputRules:
         """No more files than the job can produce, no more bytes than the side's disk holds."""
-        per_rank = sum(len(t["trials"]) + (CHECKED_COPIES if t.get("timing") else 0) for t in self.job["tasks"])
+        checked = CHECKED_CALLS if self.buffers is not None else CHECKED_COPIES
+        per_rank = sum(len(t["trials"]) + (checked if t.get("timing") else 0) for t in self.job["tasks"])
         exact = self.side == "reference"  # a trial's exact answers: one more file per trial
         return OutputRules(tasks=frozenset(int(t["task"]) for t in self.job["tasks"]),
                            world_size=self.job["world_size"],
@@ -123,6 +128,10 @@ class SideRun(SideDiagnosis):
                 argv.append(str(command_r))
                 keep += (command_r,)
                 theirs.append(command_r)
+            if self.buffers is not None:
+                fds = self.buffers[rank].fds()
+                argv += [str(fd) for fd in fds]
+                keep += fds
             launches.append(RankLaunch(rank, argv, env, keep, log_w, token_r))
             theirs += [status_w, log_w, stack_w, token_r]
             self.ranks.append(state)
@@ -131,6 +140,8 @@ class SideRun(SideDiagnosis):
         finally:
             for fd in theirs:
                 os.close(fd)
+            for rank_buffers in self.buffers or []:
+                rank_buffers.close_fds()  # the ranks hold their own; our maps stay
         return box
 
     def begin(self) -> Optional[Failure]:
@@ -179,6 +190,25 @@ class SideRun(SideDiagnosis):
             except OSError:
                 pass  # the rank is gone: its exit is what we report
 
+    def command_each(self, payloads: list[dict[str, Any]], within_s: float) -> None:
+        """Send rank r ``payloads[r]``, each to be answered within ``within_s``."""
+        now = time.monotonic()
+        for state, payload in zip(self.ranks, payloads):
+            state.waiting = False
+            state.last_progress = now
+            state.deadline = now + within_s
+            try:
+                os.write(state.command_fd, (json.dumps(payload) + "\n").encode())  # type: ignore[arg-type]
+            except (OSError, TypeError):
+                pass  # the rank is gone: its exit is what we report
+
+    def freeze(self) -> bool:
+        return self.box is not None and self.box.freeze()
+
+    def thaw(self) -> None:
+        if self.box is not None:
+            self.box.thaw()
+
     def poll(self, timeout: float) -> Optional[Failure]:
         """Read what the ranks said within ``timeout`` seconds; the side's failure, once there is one."""
         if self.failure is not None:
@@ -215,7 +245,9 @@ class SideRun(SideDiagnosis):
         try:
             if self.box is not None:
                 self.box.stop()
-                self.box.copy_outputs(Path(self.job["out_dir"]), self.output_rules())
+                if not (self.buffers is not None and self.side == "candidate"):
+                    # A judged candidate's outputs are the judge's own copies, never its files.
+                    self.box.copy_outputs(Path(self.job["out_dir"]), self.output_rules())
         finally:
             if self.selector is not None:
                 self.selector.close()
@@ -240,6 +272,10 @@ class SideRun(SideDiagnosis):
             return False
         if state.deadline is not None:
             return now > state.deadline
+        if self.buffers is not None:
+            # Judged: the start (imports and builds) has one fixed allowance from the launch;
+            # whatever a rank writes meanwhile extends nothing.
+            return now - self.started > self.limits.startup_s + self.limits.build_s
         # While any rank builds, its peers wait for it (at a lock or a collective): only the
         # build limit runs, and their step clocks start again when the build ends.
         if any(s.building_since is not None for s in self.ranks):
@@ -355,6 +391,8 @@ class SideRun(SideDiagnosis):
         kind = event.get("event")
         if self.on_progress is None or state.rank != 0:
             return
+        if self.buffers is not None and kind not in (READY, DONE):
+            return  # a judged side's steps are the judge's to announce
         if kind == WAITING and not state.timing_announced:
             state.timing_announced = True
             self.on_progress(self.side, {"event": STEP, "step": "timing started", "task": event.get("task")})

@@ -1,4 +1,6 @@
-"""Entry point of one rank process: ``main()`` with arguments ``JOB RANK STATUS_FD STACK_FD [COMMAND_FD]``.
+"""Entry point of one rank process: ``main()`` with arguments
+``JOB RANK STATUS_FD STACK_FD [COMMAND_FD [INPUT_FD OUTPUT_FD]]`` (the last two: the judge's
+shared buffers, evaluator/shim/buffers.py).
 
 One process per rank serves every task and trial of a job (never a launch per trial). It reports
 progress on the status channel; the parent enforces deadlines and kills it when it stalls.
@@ -58,7 +60,7 @@ def _init(job: RankJob, rank: int):  # type: ignore[no-untyped-def]
     return device, control_group
 
 
-def run(job: RankJob, rank: int, channel, commands=None, salt: str = "") -> None:  # type: ignore[no-untyped-def]
+def run(job: RankJob, rank: int, channel, commands=None, salt: str = "", buffers=None) -> None:  # type: ignore[no-untyped-def]
     import problems
 
     from . import builds
@@ -69,7 +71,8 @@ def run(job: RankJob, rank: int, channel, commands=None, salt: str = "") -> None
     device, control_group = _init(job, rank)
     ctx = RankContext(rank=rank, world_size=job["world_size"], device=device,
                       control_group=control_group, channel=channel, out_dir=Path(job["out_dir"]),
-                      fingerprints_only=job.get("outputs") == "fingerprints", commands=commands, salt=salt)
+                      fingerprints_only=job.get("outputs") == "fingerprints", commands=commands, salt=salt,
+                      buffers=buffers)
     task = {"task": None}
     try:
         solution = None
@@ -136,12 +139,16 @@ def main() -> None:
     faulthandler.register(signal.SIGUSR1, file=os.fdopen(stack_fd, "w"), all_threads=True)
     warnings.filterwarnings("ignore", category=FutureWarning)
     channel = RankChannel(fd, rank, token)
-    commands = None
+    commands = buffers = None
     if len(sys.argv) > 5:
         from .rank_timing import CommandReader
 
         commands = CommandReader(int(sys.argv[5]))
-    run(job, rank, channel, commands, salt)
+    if len(sys.argv) > 7:
+        from .shim.buffers import SharedBuffers
+
+        buffers = SharedBuffers(int(sys.argv[6]), int(sys.argv[7]))
+    run(job, rank, channel, commands, salt, buffers)
     sys.stdout.flush()
     sys.stderr.flush()
     # Skip interpreter and process-group teardown: destroy_process_group can itself hang, and the

@@ -46,7 +46,8 @@ class RankContext:
     out_dir: Path
     fingerprints_only: bool = False  # reference checks: report hashes, write no output files
     commands: Optional[CommandReader] = None  # the parent drives the timed phase (evaluations)
-    salt: str = ""  # this rank's secret, mixed into its own inputs (problems.spec.Case.salt)
+    salt: str = ""  # this rank's secret, mixed into its own inputs (reference ranks only)
+    buffers: Any = None  # the judge's shared buffers (shim/buffers.py): inputs come from the judge
 
 
 def build_groups(problem: Problem, world_size: int, rank: int) -> dict[str, Any]:
@@ -119,6 +120,9 @@ class TaskRunner:
 
     def run(self) -> None:
         timing = self.task.get("timing")
+        if self.ctx.buffers is not None:
+            self.run_judged()
+            return
         if timing and self.ctx.commands is not None:
             self.run_driven(timing)
             return
@@ -129,6 +133,19 @@ class TaskRunner:
     def run_trials(self, trials: list[TrialSpec]) -> None:
         for trial in trials:
             self.run_trial(trial["index"], trial["seed"], trial_step(trial))
+
+    def run_judged(self) -> None:
+        """Calls as the judge sends them (evaluator/shim/calls.py); the reference's own trials and
+        re-checks of the candidate's checked calls come at ``finish``, once the candidate is gone."""
+        from .shim.calls import serve_calls
+
+        def finish(command: dict[str, Any]) -> None:
+            if self.side == "reference":
+                self.run_trials(self.task["trials"] + list(command.get("rechecks", [])))
+
+        serve_calls(self, self.ctx.buffers, self.ctx.commands, finish,
+                    as_outputs=lambda result: as_output_list(result, self.side),
+                    synchronize=lambda: synchronize(self.ctx.device))
 
     def run_driven(self, cfg: dict[str, Any]) -> None:
         assert self.ctx.commands is not None

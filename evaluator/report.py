@@ -7,9 +7,9 @@ recorded in docs/report-schema.md; ``evaluator/report.schema.json`` is the machi
 from __future__ import annotations
 
 import enum
-from typing import Any, Literal, Optional, TypedDict
+from typing import Any, Literal, NotRequired, Optional, TypedDict
 
-SCHEMA_VERSION = "1.3"
+SCHEMA_VERSION = "1.4"
 
 
 class FailureClass(str, enum.Enum):
@@ -154,6 +154,14 @@ class Timing(TypedDict):
     clocks: Optional[dict[str, Any]]  # GPU clocks before and after the rounds; None on CPU
     pinning: Optional[dict[str, list[int]]]  # rank -> CPU cores (both sides alike); None: not pinned
     unaccounted_ms: dict[str, float]  # per call, the parent's wall time the ranks' times leave out
+    checks: NotRequired["Checks"]  # 1.4: which timed calls the judge checked, and what that bounds
+
+
+class Checks(TypedDict):
+    timed_calls: int  # counted timed calls of the candidate
+    checked: int  # of them, drawn uniformly after they returned; their outputs judged like trials
+    judge: str  # "outside" (the judge's buffers, clock and copies) or "in-rank" (GPU, digests)
+    pass_bound: dict[str, float]  # honest fraction f -> the most a candidate honest on f passes with
 
 
 class ProblemRef(TypedDict):

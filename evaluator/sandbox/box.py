@@ -63,6 +63,11 @@ class Box(Protocol):
 
     def dump_stacks(self) -> None: ...
 
+    def freeze(self) -> bool:
+        """Stop every process of the side; True once every thread of them stands still."""
+
+    def thaw(self) -> None: ...
+
     def stop(self) -> None:
         """Kill every process of the side; its files stay readable until ``close``."""
 

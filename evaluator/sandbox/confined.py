@@ -29,7 +29,8 @@ from .policy import HOME, INBOX, REPO_ROOT, WORK, device_nodes, exposed_paths
 SANDBOX_HOST_ID = int(os.environ.get("PKB_SANDBOX_HOST_ID", "1610612736"))
 INIT_NICE = -10  # a higher priority than the ranks' (nice 0), which they cannot take
 RANK_ID_INSIDE = 1000  # the ranks' id in the init's namespace, when there are two to map
-SETUP_TIMEOUT_S = 90.0  # generous: a loaded host can stall process start for a long time
+SETUP_TIMEOUT_S = 90.0
+FREEZE_TIMEOUT_S = 10.0  # the init's sweep gives up after 5 s and says so  # generous: a loaded host can stall process start for a long time
 ENTRY = (f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); "
          "from evaluator.sandbox.init import main; main()")
 
@@ -112,9 +113,9 @@ class ConfinedBox:
         except BrokenPipeError:
             raise SandboxError(f"the sandbox exited during set-up: {self._log_tail()}") from None
 
-    def _expect(self, name: str) -> dict[str, Any]:
+    def _expect(self, name: str, timeout_s: float = SETUP_TIMEOUT_S) -> dict[str, Any]:
         """Wait for event ``name``; every other event (a rank that exits at once) is kept."""
-        deadline = time.monotonic() + SETUP_TIMEOUT_S
+        deadline = time.monotonic() + timeout_s
         events, self.pending = self.pending, []  # what an earlier read brought along comes first
         while True:
             for index, event in enumerate(events):
@@ -125,7 +126,7 @@ class ConfinedBox:
                     return event
                 self.pending.append(event)
             if time.monotonic() > deadline:
-                raise SandboxError(f"the sandbox did not say {name!r} within {SETUP_TIMEOUT_S:.0f} s")
+                raise SandboxError(f"the sandbox did not say {name!r} within {timeout_s:.0f} s")
             events = self._read(max(0.0, deadline - time.monotonic()))
 
     def _read(self, timeout: float) -> list[dict[str, Any]]:
@@ -181,6 +182,22 @@ class ConfinedBox:
             return True
         except SandboxError:
             return False
+
+    def freeze(self) -> bool:
+        """Stop every process of the side (the init's SIGSTOP sweep); True once all stand still."""
+        if not self._command("freeze"):
+            return False
+        try:
+            return bool(self._expect("frozen", FREEZE_TIMEOUT_S).get("ok"))
+        except SandboxError:
+            return False
+
+    def thaw(self) -> None:
+        if self._command("thaw"):
+            try:
+                self._expect("thawed", FREEZE_TIMEOUT_S)
+            except SandboxError:
+                pass  # the side is gone: its exit is what gets reported
 
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:

@@ -34,7 +34,7 @@ from typing import Any
 
 from . import libc
 from .policy import SANDBOX_UID
-from .watch import kill_everyone, usage_by_namespace
+from .watch import freeze_everyone, kill_everyone, thaw_everyone, usage_by_namespace
 
 START_ATTEMPTS = 3  # a rank whose set-up before exec fails is started again (SideInit._spawn)
 
@@ -103,6 +103,7 @@ class SideInit:
         self.limit_reported = False
         self.commands = b""
         self.scans = 0
+        self.next_scan = 0.0
 
     def run(self) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -260,7 +261,10 @@ class SideInit:
                 for line in lines:
                     self.command(line.decode().strip())
             self.reap()
-            if not self.limit_reported:
+            # On the clock of the scans, not of the commands: a freeze or thaw (the judge's clock
+            # runs through them) must not wait for a sweep of /proc.
+            if not self.limit_reported and time.monotonic() >= self.next_scan:
+                self.next_scan = time.monotonic() + SCAN_INTERVAL_S
                 self.check_limits()
 
     def command(self, name: str) -> None:
@@ -270,6 +274,13 @@ class SideInit:
                     os.kill(pid, signal.SIGUSR1)
                 except ProcessLookupError:
                     pass
+        elif name == "freeze":
+            # The judge times one side while the other stands still, and reads outputs only
+            # once nothing of the side can change them (docs/judge.md).
+            send(event="frozen", ok=freeze_everyone())
+        elif name == "thaw":
+            thaw_everyone()
+            send(event="thawed")
         elif name == "stop":
             kill_everyone()
             self.reap()

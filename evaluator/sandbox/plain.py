@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .box import OutputRules, RankLaunch, copy_regular_files
+from .watch import task_state
 
 
 class PlainBox:
@@ -56,6 +57,31 @@ class PlainBox:
                 except ProcessLookupError:
                     pass
 
+    def freeze(self) -> bool:
+        """SIGSTOP to each rank's process group, until every thread of the ranks and of their
+        descendants stands still. A process that left its rank's group (``setsid``) or was
+        orphaned is not reached: only the confined box stops everything a side started."""
+        groups = {p.pid for p in self.processes.values() if p.poll() is None}
+        deadline = time.monotonic() + 5.0
+        while True:
+            for group in groups:
+                try:
+                    os.killpg(group, signal.SIGSTOP)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            if all(_tree_stopped(g) for g in groups):
+                return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.0002)
+
+    def thaw(self) -> None:
+        for process in self.processes.values():
+            try:
+                os.killpg(process.pid, signal.SIGCONT)
+            except (ProcessLookupError, PermissionError):
+                pass
+
     def stop(self, grace_s: float = 2.0) -> None:
         for sig in (signal.SIGTERM, signal.SIGKILL):
             live = [p for p in self.processes.values() if p.poll() is None]
@@ -83,3 +109,26 @@ class PlainBox:
 
     def close(self) -> None:
         self.stop()
+
+
+def _tree_stopped(root: int) -> bool:
+    """Every thread of ``root`` and of its descendants stands still (or is gone)."""
+    pending, seen = [root], set()
+    while pending:
+        pid = pending.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            if task_state(f"/proc/{pid}/task/{tid}/stat") not in "TtZX":
+                return False
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children") as handle:
+                    pending += [int(c) for c in handle.read().split()]
+            except OSError:
+                pass
+    return True

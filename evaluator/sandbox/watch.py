@@ -78,3 +78,53 @@ def kill_everyone() -> None:
             return
         if pid == 0:
             time.sleep(0.005)
+
+
+def freeze_everyone(timeout_s: float = 5.0) -> bool:
+    """SIGSTOP to every process of the namespace but us, again until every thread of every one
+    is stopped (a process forked during a sweep escapes it, as in ``kill_everyone``). False if
+    that did not happen within ``timeout_s``: the side is then not known to be still."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            os.kill(-1, signal.SIGSTOP)
+        except ProcessLookupError:
+            return True  # nobody to stop
+        if all_stopped():
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.0002)
+
+
+def thaw_everyone() -> None:
+    try:
+        os.kill(-1, signal.SIGCONT)
+    except ProcessLookupError:
+        pass
+
+
+def all_stopped() -> bool:
+    """Every thread of every process but us is stopped (or dead): the state in its stat file."""
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or name == "1":
+            continue
+        try:
+            tasks = os.listdir(f"/proc/{name}/task")
+        except OSError:
+            continue  # gone
+        for tid in tasks:
+            if task_state(f"/proc/{name}/task/{tid}/stat") not in "TtZX":
+                return False
+    return True
+
+
+def task_state(stat_path: str) -> str:
+    """The one-letter state of a task; "X" when it is gone."""
+    try:
+        with open(stat_path, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return "X"
+    # The name in parentheses may hold spaces or parentheses: the state follows the last ")".
+    return data[data.rfind(b")") + 2:data.rfind(b")") + 3].decode() or "X"

@@ -1,0 +1,165 @@
+"""The judge's end of one rank's shared buffers (layout: evaluator/wire.py).
+
+Two memory files per rank and side, made here and handed to the rank at start: the input buffer
+(one region per call of a block) and the output buffer (one slot per call). The rank can write
+both; so the judge keeps its own copy of every input it wrote and compares after each block, and
+reads an output slot only while the side stands frozen, bounded by the slot's size before any
+byte is interpreted.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+from dataclasses import dataclass
+from typing import Any, Optional, Union
+
+import torch
+
+from ..wire import DTYPES, HEADER_BYTES, MAX_OUTPUTS, aligned, dtype_name, header_length
+
+
+def input_bytes(inputs: dict[str, Any]) -> int:
+    """Bytes one call's inputs take in the input buffer (each tensor aligned)."""
+    return sum(aligned(t.numel() * t.element_size()) for t in inputs.values() if isinstance(t, torch.Tensor))
+
+
+@dataclass
+class WrittenCall:
+    """One call's inputs as the judge wrote them: the manifest the rank gets, and our copies."""
+
+    manifest: dict[str, Any]
+    tensors: dict[str, tuple[torch.Tensor, int, int]]  # name -> (our copy, offset, nbytes)
+
+
+class OutputError(Exception):
+    """What the rank left in an output slot is not a set of outputs (its message says why)."""
+
+
+class RankBuffers:
+    def __init__(self, name: str, calls: int, call_input_bytes: int, slot_bytes: int) -> None:
+        self.calls = calls
+        self.region = aligned(max(call_input_bytes, 1))
+        self.slot_bytes = aligned(HEADER_BYTES + max(slot_bytes, 1))
+        self.input_fd, self.input = _memory_file(f"pkb-{name}-inputs", calls * self.region)
+        self.output_fd, self.output = _memory_file(f"pkb-{name}-outputs", calls * self.slot_bytes)
+
+    def fds(self) -> tuple[int, int]:
+        return self.input_fd, self.output_fd
+
+    def close_fds(self) -> None:
+        """Once the rank has its own descriptors: ours are no longer needed (the maps stay)."""
+        for fd in (self.input_fd, self.output_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def slot(self, call: int) -> int:
+        return call * self.slot_bytes
+
+    def write_inputs(self, call: int, inputs: dict[str, Any]) -> WrittenCall:
+        base = call * self.region
+        offset = base
+        tensors: dict[str, tuple[torch.Tensor, int, int]] = {}
+        entries, values = [], {}
+        for name, value in inputs.items():
+            if isinstance(value, torch.Tensor):
+                data = value.detach().contiguous().cpu()
+                nbytes = data.numel() * data.element_size()
+                entries.append([name, dtype_name(data.dtype), list(data.shape), offset, nbytes])
+                if nbytes:
+                    self._view(self.input, offset, nbytes).copy_(data.reshape(-1).view(torch.uint8))
+                tensors[name] = (data, offset, nbytes)
+                offset = aligned(offset + nbytes)
+            else:
+                values[name] = _encode(value)
+        if offset - base > self.region:
+            raise ValueError(f"a call's inputs take {offset - base} bytes, more than the {self.region} measured")
+        return WrittenCall({"tensors": entries, "values": values}, tensors)
+
+    def changed_inputs(self, written: WrittenCall, may_overwrite: tuple[str, ...]) -> list[str]:
+        """Inputs whose bytes in the buffer are no longer the ones we wrote."""
+        changed = []
+        for name, (data, offset, nbytes) in written.tensors.items():
+            if name in may_overwrite or not nbytes:
+                continue
+            if not torch.equal(self._view(self.input, offset, nbytes), data.reshape(-1).view(torch.uint8)):
+                changed.append(name)
+        return changed
+
+    def read_outputs(self, call: int) -> list[torch.Tensor]:
+        """Our own copy of what the rank left in slot ``call``; every field is checked against the
+        slot's bounds before a byte of data is read."""
+        base = self.slot(call)
+        raw = bytes(self.output[base:base + HEADER_BYTES])
+        length = header_length(raw)
+        if not 0 < length <= HEADER_BYTES - 4:
+            raise OutputError("no outputs were written for this call")
+        try:
+            header = json.loads(raw[4:4 + length])
+            entries = header["outputs"]
+            if not isinstance(entries, list) or len(entries) > MAX_OUTPUTS:
+                raise ValueError
+        except (ValueError, KeyError, TypeError):
+            raise OutputError("the outputs' description is not the harness's") from None
+        outputs, end = [], HEADER_BYTES
+        for entry in entries:
+            outputs.append(self._one_output(entry, base, end))
+            end = entry[2] + entry[3]
+        return outputs
+
+    def _one_output(self, entry: Any, base: int, after: int) -> torch.Tensor:
+        try:
+            dtype_key, shape, offset, nbytes = entry
+            dtype = DTYPES[dtype_key]
+            shape = [int(s) for s in shape]
+            offset, nbytes = int(offset), int(nbytes)
+        except (ValueError, KeyError, TypeError):
+            raise OutputError("the outputs' description is not the harness's") from None
+        numel = 1
+        for size in shape:
+            if size < 0:
+                raise OutputError(f"an output has a negative dimension {shape}")
+            numel *= size
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        if numel * itemsize != nbytes or offset < after or offset + nbytes > self.slot_bytes:
+            raise OutputError(f"the outputs take more than the {self.slot_bytes - HEADER_BYTES} bytes "
+                              "this problem's outputs can take, or overlap")
+        if nbytes == 0:
+            return torch.empty(shape, dtype=dtype)
+        copy = self._view(self.output, base + offset, nbytes).clone()
+        return copy.view(dtype).view(shape)
+
+    @staticmethod
+    def _view(buffer: mmap.mmap, offset: int, nbytes: int) -> torch.Tensor:
+        return torch.frombuffer(buffer, dtype=torch.uint8, count=nbytes, offset=offset)
+
+    def close(self) -> None:
+        self.close_fds()
+        for buffer in (self.input, self.output):
+            try:
+                buffer.close()
+            except (BufferError, ValueError):
+                pass  # a tensor view still holds it: the map goes with the last reference
+
+
+def _memory_file(name: str, size: int) -> tuple[int, mmap.mmap]:
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    os.ftruncate(fd, max(size, 1))
+    return fd, mmap.mmap(fd, max(size, 1), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+
+
+def _encode(value: Any) -> Union[dict[str, Any], list[Any], Any]:
+    if isinstance(value, tuple):
+        return {"tuple": [_encode(v) for v in value]}
+    if isinstance(value, list):
+        return [_encode(v) for v in value]
+    if isinstance(value, torch.dtype):
+        return {"dtype": dtype_name(value)}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"an input of type {type(value).__name__} cannot cross the shared buffers")
+
+
