@@ -141,10 +141,13 @@ class Evaluation:
         }
 
     def resources(self, side: str) -> ResourceLimits:
-        """The reference's disk holds its exact answers too."""
+        """Memory per rank that fits the host with both sides alive; the reference's disk holds
+        its exact answers too."""
+        fitted = dataclasses.replace(self.config.resources, memory_bytes_per_rank=fit_to_host(
+            self.config.resources.memory_bytes_per_rank, self.config.world_size))
         if side != "reference":
-            return self.config.resources
-        return room_for_exact(self.config.resources, banded=self.problem.decision_band is not None)
+            return fitted
+        return room_for_exact(fitted, banded=self.problem.decision_band is not None)
 
     def side_run(self, side: str, workdir: Path, buffers: Optional[list[RankBuffers]] = None) -> SideRun:
         """A judged candidate (``buffers``) gets no salt: its inputs are the judge's to make."""
@@ -436,6 +439,21 @@ class Evaluation:
                                compile_s=compile_s),
             started_at=self.started_at, finished_at=finished,
         )
+
+
+# Both sides' ranks together may hold this share of the host's memory (the evaluator, the worker
+# and the judge's copies need the rest); no rank gets less than the floor, which a CPU rank needs
+# for its address space (torch and gloo reserve about 0.7 GiB of it before any work).
+HOST_MEMORY_SHARE = 0.8
+RANK_MEMORY_FLOOR = 2 * 2**30
+
+
+def fit_to_host(per_rank: int, world_size: int) -> int:
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return per_rank
+    return min(per_rank, max(RANK_MEMORY_FLOOR, int(HOST_MEMORY_SHARE * total / (2 * world_size))))
 
 
 def build_seconds(side: SideResult) -> Optional[float]:

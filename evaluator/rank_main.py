@@ -115,6 +115,17 @@ def _pin(job: RankJob, rank: int) -> None:
             pass  # the cores are not ours to take (a cgroup's cpuset): run where we may
 
 
+def _reap_orphans() -> None:
+    """Orphans of this rank's children become ours, not the host's init: unconfined (no PID
+    namespace), the judge then still finds and freezes them below us (sandbox/plain.py)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
 def _compile_seconds() -> float:
     """Seconds this rank spent in builds (evaluator/builds.py), by its own count."""
     from .builds import total_seconds
@@ -135,6 +146,7 @@ def main() -> None:
     job_path, rank, fd, stack_fd = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     job = json.loads(Path(job_path).read_text())
     _pin(job, rank)
+    _reap_orphans()
     # Before a stalled rank is killed it gets SIGUSR1: every thread's Python stack goes down this pipe.
     faulthandler.register(signal.SIGUSR1, file=os.fdopen(stack_fd, "w"), all_threads=True)
     warnings.filterwarnings("ignore", category=FutureWarning)

@@ -58,27 +58,30 @@ class PlainBox:
                     pass
 
     def freeze(self) -> bool:
-        """SIGSTOP to each rank's process group, until every thread of the ranks and of their
-        descendants stands still. A process that left its rank's group (``setsid``) or was
-        orphaned is not reached: only the confined box stops everything a side started."""
-        groups = {p.pid for p in self.processes.values() if p.poll() is None}
+        """SIGSTOP to every rank and every descendant of it, again until every thread of them
+        stands still. Ranks make themselves their orphans' reaper (rank_main), so a double fork
+        stays a descendant; what the candidate undoes in its own process it can undo here:
+        only the confined box stops everything a side started."""
+        roots = [p.pid for p in self.processes.values() if p.poll() is None]
         deadline = time.monotonic() + 5.0
         while True:
-            for group in groups:
+            pids = [pid for root in roots for pid in _descendants(root)]
+            for pid in pids:
                 try:
-                    os.killpg(group, signal.SIGSTOP)
+                    os.kill(pid, signal.SIGSTOP)
                 except (ProcessLookupError, PermissionError):
                     pass
-            if all(_tree_stopped(g) for g in groups):
+            if all(_stopped(pid) for pid in pids) and sorted(pids) == sorted(
+                    pid for root in roots for pid in _descendants(root)):
                 return True
             if time.monotonic() > deadline:
                 return False
             time.sleep(0.0002)
 
     def thaw(self) -> None:
-        for process in self.processes.values():
+        for pid in [pid for p in self.processes.values() if p.poll() is None for pid in _descendants(p.pid)]:
             try:
-                os.killpg(process.pid, signal.SIGCONT)
+                os.kill(pid, signal.SIGCONT)
             except (ProcessLookupError, PermissionError):
                 pass
 
@@ -111,24 +114,30 @@ class PlainBox:
         self.stop()
 
 
-def _tree_stopped(root: int) -> bool:
-    """Every thread of ``root`` and of its descendants stands still (or is gone)."""
-    pending, seen = [root], set()
+def _descendants(root: int) -> list[int]:
+    """``root`` and every process below it (through each thread's children)."""
+    found, pending = [], [root]
     while pending:
         pid = pending.pop()
-        if pid in seen:
+        if pid in found:
             continue
-        seen.add(pid)
+        found.append(pid)
         try:
             tasks = os.listdir(f"/proc/{pid}/task")
         except OSError:
             continue
         for tid in tasks:
-            if task_state(f"/proc/{pid}/task/{tid}/stat") not in "TtZX":
-                return False
             try:
                 with open(f"/proc/{pid}/task/{tid}/children") as handle:
                     pending += [int(c) for c in handle.read().split()]
             except OSError:
                 pass
-    return True
+    return found
+
+
+def _stopped(pid: int) -> bool:
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return True  # gone
+    return all(task_state(f"/proc/{pid}/task/{tid}/stat") in "TtZX" for tid in tasks)

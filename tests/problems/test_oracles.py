@@ -138,3 +138,24 @@ def test_the_exact_answer_matches_the_single_process_math(slug, reference_run):
                 exact = exact + record["residual"].double()
             torch.testing.assert_close(exact, want.double(), atol=tol, rtol=tol,
                                        msg=lambda m: f"rank {rank} output {index}: {m}")
+
+
+def test_every_references_outputs_fit_the_judges_output_slot(reference_run):
+    """The judge reads a candidate's outputs from slots sized from the problem (judge/inputs.py)
+    and refuses more before reading: an honest kernel's outputs, as large as the reference's,
+    must fit with room to spare."""
+    from evaluator.judge.inputs import InputMaker, output_capacity
+    from evaluator.wire import HEADER_BYTES, aligned
+
+    tight = []
+    for slug, ranks in reference_run.items():
+        problem = problems.get(slug)
+        dtype = oracle_dtype(slug)
+        maker = InputMaker(problem, WORLD, "small", dtype, ("",) * WORLD)
+        call_bytes = max(maker.call_bytes(rank) for rank in range(WORLD))
+        capacity = output_capacity(problem, WORLD, "small", dtype, call_bytes)
+        for outputs, _ in ranks:
+            needed = HEADER_BYTES + sum(aligned(t.numel() * t.element_size()) for t in outputs)
+            if 2 * needed > capacity + HEADER_BYTES:
+                tight.append((slug, needed, capacity))
+    assert not tight, tight

@@ -1,0 +1,108 @@
+"""The judge's shared buffers and its draw of checked calls, without any rank process."""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections import Counter
+
+import pytest
+import torch
+
+from evaluator.judge.buffers import OutputError, RankBuffers
+from evaluator.judge.driver import CheckedCalls, pass_probability_bound
+from evaluator.shim.buffers import SharedBuffers
+from evaluator.candidate import CandidateError
+from evaluator.wire import HEADER_BYTES
+
+
+@pytest.fixture
+def pair():
+    """The judge's end and a rank's end of the same memory files, in one process."""
+    import os
+
+    judge = RankBuffers("test", calls=3, call_input_bytes=4096, slot_bytes=8192)
+    rank = SharedBuffers(*(os.dup(fd) for fd in judge.fds()))
+    yield judge, rank
+    judge.close()
+
+
+def test_inputs_and_outputs_cross_both_ways_unchanged(pair):
+    judge, rank = pair
+    inputs = {"x": torch.randn(7, 5, dtype=torch.bfloat16), "idx": torch.arange(9), "flag": torch.tensor([True]),
+              "k": 3, "shape": (2, 3), "dtype": torch.float32}
+    written = judge.write_inputs(1, inputs)
+    seen = rank.inputs(json.loads(json.dumps(written.manifest)))
+    for name in ("x", "idx", "flag"):
+        assert torch.equal(seen[name], inputs[name]) and seen[name].dtype == inputs[name].dtype
+    assert seen["k"] == 3 and seen["shape"] == (2, 3) and seen["dtype"] is torch.float32
+    outputs = [seen["x"].float() * 2, seen["idx"][:4]]
+    rank.write_outputs(outputs, judge.slot(2), judge.slot_bytes)
+    back = judge.read_outputs(2)
+    assert [t.dtype for t in back] == [torch.float32, torch.int64]
+    assert torch.equal(back[0], outputs[0]) and torch.equal(back[1], outputs[1])
+    assert judge.changed_inputs(written, may_overwrite=()) == []
+
+
+def test_an_input_written_over_in_the_buffer_is_named(pair):
+    judge, rank = pair
+    written = judge.write_inputs(0, {"x": torch.ones(16), "y": torch.ones(16)})
+    seen = rank.inputs(written.manifest)
+    seen["y"].add_(1)
+    assert judge.changed_inputs(written, may_overwrite=()) == ["y"]
+    assert judge.changed_inputs(written, may_overwrite=("y",)) == []
+
+
+def test_the_judges_copy_does_not_change_when_the_slot_does(pair):
+    judge, rank = pair
+    rank.write_outputs([torch.zeros(8)], judge.slot(0), judge.slot_bytes)
+    copy = judge.read_outputs(0)[0]
+    rank.write_outputs([torch.ones(8)], judge.slot(0), judge.slot_bytes)
+    assert torch.equal(copy, torch.zeros(8))
+
+
+def test_outputs_larger_than_the_slot_are_refused_by_the_harness(pair):
+    judge, rank = pair
+    with pytest.raises(CandidateError, match="fit in"):
+        rank.write_outputs([torch.zeros(1 << 20)], judge.slot(0), judge.slot_bytes)
+
+
+@pytest.mark.parametrize("entries, why", [
+    ([["bfloat16", [2**39], HEADER_BYTES, 2**40]], "more than"),
+    ([["float32", [-4], HEADER_BYTES, 16]], "negative"),
+    ([["float32", [4], HEADER_BYTES, 17]], "more than"),
+    ([["float32", [4], 16, 16]], "more than"),  # inside the header
+    ([["float32", [4], HEADER_BYTES, 16], ["float32", [4], HEADER_BYTES + 8, 16]], "overlap"),
+    ([["complex32", [4], HEADER_BYTES, 16]], "not the harness's"),
+    ([["float32", [1], HEADER_BYTES, 4]] * 65, "not the harness's"),
+])
+def test_a_forged_description_is_refused_before_any_data_is_read(pair, entries, why):
+    judge, _ = pair
+    body = json.dumps({"outputs": entries}).encode()
+    judge.output[0:4 + len(body)] = struct.pack("<I", len(body)) + body
+    with pytest.raises(OutputError, match=why):
+        judge.read_outputs(0)
+
+
+def test_an_empty_slot_is_no_outputs(pair):
+    judge, _ = pair
+    with pytest.raises(OutputError, match="no outputs"):
+        judge.read_outputs(1)
+
+
+def test_the_checked_calls_are_a_uniform_sample_of_every_counted_call():
+    counts: Counter[int] = Counter()
+    draws, calls, size = 3000, 200, 16
+    for _ in range(draws):
+        checked = CheckedCalls(size)
+        for call in range(calls):
+            checked.offer(call)
+        assert len(set(checked.kept)) == size
+        counts.update(checked.kept)
+    expected = draws * size / calls  # 240 for every call, first and last alike
+    assert all(abs(counts[c] - expected) < 5 * expected ** 0.5 for c in range(calls)), counts.most_common(3)
+
+
+def test_the_bound_on_passing_while_honest_on_a_fraction():
+    assert pass_probability_bound(64, 0.9) == pytest.approx(0.00118, rel=1e-2)
+    assert pass_probability_bound(64, 0.5) < 1e-18

@@ -1,0 +1,92 @@
+"""The judge outside the candidate (docs/judge.md): one attack per class of the judge issue, each
+written as a hostile submitter would, run with the sandbox on and (in `make test`) off. None may
+pass, and none may gain time."""
+
+from __future__ import annotations
+
+import resource
+import time
+from pathlib import Path
+
+import pytest
+
+from evaluator.api import evaluate
+from evaluator.config import EvalConfig
+
+from .conftest import SOLUTIONS, TEST_LIMITS
+
+pytestmark = pytest.mark.slow
+HOSTILE = Path(__file__).resolve().parent / "hostile"
+
+
+def run(name: str, **overrides) -> dict:
+    values = dict(problem="all-reduce", solution_path=HOSTILE / f"{name}.py", world_size=2, device="cpu",
+                  size="small", trials=2, limits=TEST_LIMITS)
+    values.update(overrides)
+    return dict(evaluate(EvalConfig(**values)))
+
+
+def failed_as(report: dict, failure_class: str, where: str = "") -> str:
+    assert report["verdict"] == "fail", "the attack passed: " + str(report.get("timing", {}).get("speedup"))
+    failure = report["failure"]
+    assert failure["failure_class"] == failure_class, failure
+    assert where in failure["message"], failure["message"]
+    return failure["message"]
+
+
+def test_outputs_fixed_after_the_calls_are_judged_as_they_were_when_the_side_froze():
+    failed_as(run("fixes_outputs_at_finish"), "value_mismatch", "timed call")
+
+
+def test_work_done_only_at_the_end_of_each_block_is_caught_on_a_drawn_call():
+    report = run("honest_at_block_ends")
+    failed_as(report, "value_mismatch", "timed call")
+
+
+def test_harness_code_replaced_in_the_rank_decides_nothing():
+    failed_as(run("replaces_harness_code"), "value_mismatch", "timed call")
+
+
+def test_no_rank_holds_a_salt_to_rebuild_its_peers_inputs():
+    # With the salt the attack sums every rank's rebuilt inputs and passes; without, it cannot.
+    failed_as(run("looks_for_the_salt", timing=False), "value_mismatch", "trial 0")
+
+
+def test_messages_a_hung_rank_forges_do_not_keep_it_alive():
+    started = time.monotonic()
+    report = run("forges_heartbeats", timing=False)
+    seconds = time.monotonic() - started
+    failed_as(report, "deadlock")
+    # The trial's limit is 8 s (TEST_LIMITS.step_s); the call sleeps 75 s, beating every second.
+    assert seconds < 45, seconds
+
+
+def test_inputs_changed_in_a_timed_call_are_an_input_mutation():
+    failed_as(run("reduces_into_inputs_when_timed"), "input_mutation", "timed call")
+
+
+def test_work_left_running_while_the_reference_is_timed_gains_nothing():
+    report = run("burns_cpu_while_idle")
+    assert report["verdict"] == "pass", report["failure"]
+    # Four spinning processes on a 2-core host, unfrozen, doubled this candidate's speedup (1.7-2.3x
+    # against 0.9-1.2x for the same code alone). Frozen while the reference is timed, they slow
+    # the candidate's own blocks if anything.
+    assert report["timing"]["speedup"] < 1.4, report["timing"]["rounds"]
+
+
+def test_a_forged_output_description_is_refused_before_anything_is_read():
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    message = failed_as(run("claims_huge_outputs", timing=False), "protocol_violation", "trial 0")
+    assert "bytes" in message
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 300 * 1024  # KiB: under 300 MiB
+
+
+def test_the_report_says_how_many_timed_calls_were_checked_and_what_that_bounds():
+    report = run("correct", solution_path=SOLUTIONS / "cpu_correct.py")
+    assert report["verdict"] == "pass", report["failure"]
+    checks = report["timing"]["checks"]
+    timed = [t for t in report["trials"] if t["kind"] == "timed"]
+    assert checks["judge"] == "outside"
+    assert checks["checked"] == len(timed) == min(64, checks["timed_calls"])
+    assert checks["pass_bound"]["0.9"] == pytest.approx(0.9 ** checks["checked"])
+    assert len({t["seed"] for t in timed}) == len(timed)  # every timed call had inputs of its own

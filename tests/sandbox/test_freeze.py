@@ -1,0 +1,77 @@
+"""Freezing a side (the judge times one side while the other stands still, docs/judge.md): every
+process the side started stops, a detached one (its own session) included, and runs again after."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from evaluator.config import ResourceLimits
+from evaluator.sandbox import RankLaunch, open_box
+from evaluator.sandbox.policy import rank_env
+
+MARKER = "__PKB_FREEZE_TEST__"
+RANK = (f"import subprocess, sys, time\n"
+        f"subprocess.Popen([sys.executable, '-c', 'while True: pass', '{MARKER}'], start_new_session=True)\n"
+        f"while True: pass\n")
+
+
+def cpu_ticks(pids: list[int]) -> int:
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime + stime
+    return total
+
+
+def marked(pids_of: str) -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if pids_of.encode() in Path(f"/proc/{name}/cmdline").read_bytes():
+                    found.append(int(name))
+            except OSError:
+                pass
+    return found
+
+
+@pytest.mark.parametrize("confined", [pytest.param(True, marks=pytest.mark.confined), False])
+def test_a_frozen_side_uses_no_cpu_until_it_is_thawed(confined):
+    with tempfile.TemporaryDirectory() as tmp:
+        inbox = Path(tmp) / "in"
+        inbox.mkdir()
+        box = open_box(Path(tmp), inbox, "cpu", ResourceLimits(), confined=confined)
+        log_r, log_w = os.pipe()
+        stdin_r, stdin_w = os.pipe()
+        os.close(stdin_w)
+        env = rank_env("cpu", 1, home=box.home, work=box.work, confined=confined)
+        box.start([RankLaunch(0, [sys.executable, "-c", RANK], env, (), log_w, stdin_r)])
+        os.close(log_w)
+        try:
+            deadline = time.monotonic() + 30
+            while len(spinners := marked(MARKER)) < 1 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert spinners, "the detached spinner never started"
+            if not confined:
+                # Unconfined, a detached process is reached as a descendant of its rank.
+                spinners = spinners[:1]
+            assert box.freeze()
+            frozen = cpu_ticks(spinners)
+            time.sleep(0.5)
+            assert cpu_ticks(spinners) == frozen
+            box.thaw()
+            time.sleep(0.5)
+            assert cpu_ticks(spinners) > frozen
+        finally:
+            box.stop()
+            box.close()
+            os.close(log_r)
