@@ -27,7 +27,7 @@ def run(name: str, **overrides) -> dict:
 
 
 def failed_as(report: dict, failure_class: str, where: str = "") -> str:
-    assert report["verdict"] == "fail", "the attack passed: " + str(report.get("timing", {}).get("speedup"))
+    assert report["verdict"] == "fail", f"the attack passed: {(report.get('timing') or {}).get('speedup')}"
     failure = report["failure"]
     assert failure["failure_class"] == failure_class, failure
     assert where in failure["message"], failure["message"]
