@@ -24,6 +24,7 @@ from typing import Any, Callable, Optional
 from .channel import BUILD, BUILT, DONE, ERROR, READY, STEP, TIMES, WAITING, new_token, parse_lines
 from .config import Limits, ResourceLimits
 from .job import CHECKED_CALLS, CHECKED_COPIES, RankJob
+from .judge.liveness import BusyWatch
 from .report import Failure, FailureClass, make_failure
 from .sandbox import RankLaunch, SandboxError, open_box
 from .sandbox.box import OutputRules
@@ -77,6 +78,8 @@ class SideRun(SideDiagnosis):
         self.selector: Optional[selectors.BaseSelector] = None
         self.started = time.monotonic()
         self.build_ended_at = 0.0  # when a rank last finished a build (peers waited for it)
+        self.build_credit_s = 0.0  # seconds a judged side ran past its deadlines while working
+        self.busy_watch = BusyWatch()
 
     def rank_job(self, box: Any) -> RankJob:
         """The job as the ranks see it: paths inside their box, the solution copied in."""
@@ -190,13 +193,17 @@ class SideRun(SideDiagnosis):
             except OSError:
                 pass  # the rank is gone: its exit is what we report
 
-    def command_each(self, payloads: list[dict[str, Any]], within_s: float) -> None:
-        """Send rank r ``payloads[r]``, each to be answered within ``within_s``."""
+    def command_each(self, payloads: list[dict[str, Any]], within_s: float, what: str,
+                     builds: bool = False) -> None:
+        """Send rank r ``payloads[r]``, each to be answered within ``within_s``; ``what`` names it
+        in a diagnosis. ``builds``: a build the rank announces meanwhile runs on the build limit
+        (the first trials, where PKB's files compile), not on ``within_s``."""
         now = time.monotonic()
         for state, payload in zip(self.ranks, payloads):
             state.waiting = False
             state.last_progress = now
             state.deadline = now + within_s
+            state.command, state.command_limit_s, state.builds_allowed = what, within_s, builds
             try:
                 os.write(state.command_fd, (json.dumps(payload) + "\n").encode())  # type: ignore[arg-type]
             except (OSError, TypeError):
@@ -204,6 +211,12 @@ class SideRun(SideDiagnosis):
 
     def freeze(self) -> bool:
         return self.box is not None and self.box.freeze()
+
+    def _working(self) -> bool:
+        """Whether the side's processes used a processor lately (judge/liveness.py)."""
+        if self.box is None:
+            return False
+        return self.busy_watch.busy(self.box.process_ids())
 
     def thaw(self) -> None:
         if self.box is not None:
@@ -271,7 +284,18 @@ class SideRun(SideDiagnosis):
         if state.finished or state.waiting:
             return False
         if state.deadline is not None:
-            return now > state.deadline
+            if now <= state.deadline:
+                return False
+            if state.builds_allowed and self.build_credit_s < self.limits.build_s and self._working():
+                # A build inside a trial (PKB's files compile in their first call): the judge sees
+                # the side use a processor, so it may run on, a second at a time, for the build
+                # limit in all. A message saying "building" buys nothing (judge/liveness.py).
+                self.build_credit_s += now - state.deadline + 1.0
+                for peer in self.ranks:
+                    if peer.deadline is not None:
+                        peer.deadline = now + 1.0
+                return False
+            return True
         if self.buffers is not None:
             # Judged: the start (imports and builds) has one fixed allowance from the launch;
             # whatever a rank writes meanwhile extends nothing.

@@ -25,6 +25,9 @@ class RankState:
     command_fd: Optional[int] = None  # our end of the rank's command pipe (driven timing)
     waiting: bool = False  # idle until our next command: never stalled
     deadline: Optional[float] = None  # when the command it is working on must be answered
+    command: str = ""  # what that command asked for ("trial 1", "timed block 7"): a judged side
+    command_limit_s: float = 0.0  # the seconds it was given
+    builds_allowed: bool = False  # a build announced during this command runs on the build limit
     timing_announced: bool = False  # its driven timed phase was reported as progress
     finished: bool = False
     building_since: Optional[float] = None  # our clock when the rank said it started a build

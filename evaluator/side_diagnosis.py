@@ -81,6 +81,8 @@ class SideDiagnosis:
 
     def _progress(self, rank: int) -> str:
         state = self.ranks[rank]
+        if state.command and state.deadline is not None:
+            return f"in {state.command}"
         if not state.started:
             return "during start-up (process group, import of the solution, compilation)"
         plan = self._plan()
@@ -96,8 +98,11 @@ class SideDiagnosis:
         least = min(progress.values())
         stuck = sorted(rank for rank, n in progress.items() if n == least)
         # A rank over the build limit (its peers wait for it: they are not the ones stuck).
-        builders = [s.rank for s in self.ranks
-                    if s.building_since is not None and s.deadline is None and not over_total]
+        builders = [s.rank for s in self.ranks if s.building_since is not None
+                    and (s.deadline is None or s.builds_allowed) and not over_total]
+        if builders and any(s.deadline is not None for s in self.ranks) \
+                and getattr(self, "build_credit_s", 0.0) < self.limits.build_s:
+            builders = []  # a judged side that stopped working: not the build limit, a hang
         if builders:
             stuck, ahead = builders, []
         else:
@@ -108,6 +113,8 @@ class SideDiagnosis:
             message = f"the side ran past its time limit of {self.limits.total_s:.0f} s; {who} {where}"
         elif builders:
             message = f"{who} {where} was still building after {self.limits.build_s:.0f} s (the build limit)"
+        elif self.ranks[stuck[0]].deadline is not None and self.ranks[stuck[0]].command:
+            message = f"{who} made no progress for {self.ranks[stuck[0]].command_limit_s:.0f} s {where}"
         elif self.ranks[stuck[0]].deadline is not None:
             message = f"{who} did not finish a timed block in time {where}"
         else:

@@ -79,7 +79,7 @@ class Judge:
                 for rank, rank_buffers in enumerate(self.buffers[side])]
 
     def run_calls(self, run: SideRun, other: Optional[SideRun], side: str, written: list[list[WrittenCall]],
-                  within_s: float) -> float:
+                  within_s: float, what: str, builds: bool = False) -> float:
         """Thaw the side, have it run the calls, wait for its answer, freeze it: our seconds."""
         self.block_id += 1
         commands = [{"cmd": "calls", "block": self.block_id,
@@ -88,7 +88,7 @@ class Judge:
                     for rank, calls in enumerate(written)]
         started = time.perf_counter()
         run.thaw()
-        run.command_each(commands, within_s=within_s)
+        run.command_each(commands, within_s=within_s, what=what, builds=builds)
         while not run.waiting():
             failure = run.poll(0.02)
             if failure is not None:
@@ -138,7 +138,8 @@ class Judge:
         """The candidate's correctness trials, one command each; every output is kept."""
         for index, seed in enumerate(seeds):
             written = self.write("candidate", [seed])
-            self.run_calls(run, None, "candidate", written, within_s=self.step_s)
+            self.run_calls(run, None, "candidate", written, within_s=self.step_s, what=f"trial {index}",
+                           builds=True)
             self.check_inputs(written, [f"trial {index}"])
             self.save_outputs(0, f"trial{index}", f"trial {index}")
             self.progress("candidate", "step", f"trial {index}")
@@ -185,7 +186,8 @@ class JudgedTimer(PairedTimer):
         written = self.judge.write(name, [call_seed(self.timing_seed, first + i) for i in range(calls)])
         expected_s = calls * side.per_call_ms / 1e3
         other = self.ref.run if side is self.cand else self.cand.run
-        seconds = self.judge.run_calls(side.run, other, name, written, within_s=self.step_s + 20 * expected_s)
+        seconds = self.judge.run_calls(side.run, other, name, written, within_s=self.step_s + 20 * expected_s,
+                                       what=f"timed block {self.judge.block_id + 1}")
         if side is self.cand:
             self.judge.after_timed_block(written, first, self.counting)
         side.calls += calls

@@ -63,6 +63,9 @@ class Box(Protocol):
 
     def dump_stacks(self) -> None: ...
 
+    def process_ids(self) -> list[int]:
+        """Host ids of the side's processes (for the judge's CPU-time reading)."""
+
     def freeze(self) -> bool:
         """Stop every process of the side; True once every thread of them stands still."""
 

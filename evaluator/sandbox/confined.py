@@ -183,6 +183,14 @@ class ConfinedBox:
         except SandboxError:
             return False
 
+    def process_ids(self) -> list[int]:
+        """Host ids of every process of the side but the init (whose scans are ours)."""
+        if self.init_pid is None:
+            return []
+        from ..judge.liveness import descendants
+
+        return [pid for pid in descendants([self.init_pid]) if pid != self.init_pid]
+
     def freeze(self) -> bool:
         """Stop every process of the side (the init's SIGSTOP sweep); True once all stand still."""
         if not self._command("freeze"):

@@ -57,6 +57,9 @@ class PlainBox:
                 except ProcessLookupError:
                     pass
 
+    def process_ids(self) -> list[int]:
+        return [pid for p in self.processes.values() if p.poll() is None for pid in _descendants(p.pid)]
+
     def freeze(self) -> bool:
         """SIGSTOP to every rank and every descendant of it, again until every thread of them
         stands still. Ranks make themselves their orphans' reaper (rank_main), so a double fork

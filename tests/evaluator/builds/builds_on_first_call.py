@@ -7,6 +7,13 @@ import torch.distributed as dist
 
 from evaluator.builds import building
 
+
+def _compile_for(seconds: float) -> None:
+    """Busy for ``seconds``, as a compiler is (a sleeping "build" is held to the step limit)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        sum(range(10000))
+
 _built = False
 
 
@@ -14,7 +21,7 @@ def solution(x, *, group):
     global _built
     if not _built:
         with building("a slow nvcc run"):
-            time.sleep(3.5)
+            _compile_for(3.5)
         _built = True
     out = x.clone()
     dist.all_reduce(out, group=group)
