@@ -242,7 +242,10 @@ class PairedTimer:
                 if (interval[1] - interval[0]) / 2 <= self.cfg.target_half_width * median:
                     reason = "converged"
                     break
-            if time.monotonic() - started >= self.cfg.max_time_s:
+            # The time cap waits for the minimum of rounds (an interval of fewer means little),
+            # unless rounds are so slow that four caps have passed.
+            spent = time.monotonic() - started
+            if spent >= self.cfg.max_time_s and (len(rounds) >= self.cfg.min_rounds or spent >= 4 * self.cfg.max_time_s):
                 reason = "time_cap"
                 break
         seconds = time.monotonic() - started
