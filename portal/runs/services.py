@@ -50,6 +50,9 @@ def create_run(*, user: Any, data: Mapping[str, Any], imported_from: str = "") -
     if hardware is None:
         raise SubmissionError("unknown_hardware", f"No hardware {data.get('hardware')!r}; "
                               "GET /api/v1/hardware/ lists them.", field="hardware")
+    # As a single upload is: samples that no worker would take would wait unseen until the
+    # reaper failed them, and an agent would wait a whole turn for each.
+    submissions.check_live_worker(hardware)
     backend = data.get("backend") or "cuda"
     if backend not in {b for b, _ in BACKENDS if b != "reference"}:
         raise SubmissionError("unknown_backend", f"Unknown backend {backend!r}: torch, triton or "
@@ -91,6 +94,7 @@ def add_files(run: Run, plans: Iterable[FilePlan], *, user: Any) -> list[RunSamp
     plans = list(plans)
     if run.owner_id != user.pk and not user.is_staff:
         raise SubmissionError("not_owner", "Only the run's owner adds samples to it.", status=403)
+    submissions.check_live_worker(run.hardware)
     with transaction.atomic():
         Run.objects.select_for_update().filter(pk=run.pk).first()  # one writer per run at a time
         counts = _accepted_counts(run)
@@ -100,10 +104,10 @@ def add_files(run: Run, plans: Iterable[FilePlan], *, user: Any) -> list[RunSamp
         for plan in plans:
             target = None if plan.code else _check(plan, run)
             if target is not None:
-                slug = target.version.problem.slug
-                if counts[slug] >= run.k:
-                    plan.refuse("too_many_samples", f"{slug} already has the run's k = {run.k} "
-                                "samples; create a run with a larger k for more.")
+                key = problem_key(target.version.problem.slug, plan.pkb_id)
+                if counts[key] >= run.k:
+                    plan.refuse("too_many_samples", f"{problem_label(key)} already has the run's "
+                                f"k = {run.k} samples; create a run with a larger k for more.")
                     target = None
                 elif total >= settings.PKB_RUN_MAX_SAMPLES:
                     plan.refuse("run_full", f"the run holds {total} samples, the most a run may.")
@@ -113,7 +117,7 @@ def add_files(run: Run, plans: Iterable[FilePlan], *, user: Any) -> list[RunSamp
                                 "in 24 hours is the most one user may add; try again later.")
                     target = None
                 else:
-                    counts[slug] += 1
+                    counts[key] += 1
                     total += 1
                     daily_left -= 1
             checked.append((plan, target))
@@ -129,10 +133,22 @@ def _daily_left(user: Any) -> int:
     return settings.PKB_RUN_DAILY_SAMPLE_CAP - used
 
 
+def problem_key(slug: str, pkb_id: int | None) -> str:
+    """The problem a sample answers within its run: ours, or for a ParallelKernelBench file the
+    PKB problem as well, since two of PKB's can map to one of ours (PKB 2 and 34 both to
+    all-gather) and are two problems of the run, not two samples of one (k and pass@k)."""
+    return slug if pkb_id is None else f"{slug}@pkb{pkb_id}"
+
+
+def problem_label(key: str) -> str:
+    slug, _, pkb_id = key.partition("@pkb")
+    return f"{slug} (PKB {pkb_id})" if pkb_id else slug
+
+
 def _accepted_counts(run: Run) -> Counter[str]:
-    rows = (run.samples.filter(status=RunSample.ACCEPTED).values("problem__slug")
+    rows = (run.samples.filter(status=RunSample.ACCEPTED).values("problem__slug", "pkb_id")
             .annotate(n=Count("pk")))
-    return Counter({r["problem__slug"]: r["n"] for r in rows})
+    return Counter({problem_key(r["problem__slug"], r["pkb_id"]): r["n"] for r in rows})
 
 
 def _check(plan: FilePlan, run: Run) -> submissions.Target | None:
