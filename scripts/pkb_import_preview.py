@@ -71,7 +71,7 @@ def _import_all(args: argparse.Namespace) -> int:
             print(f"{directory.name}: HTTP {r.status_code}: {body.get('error')}", file=sys.stderr)
             return 1
         codes = Counter(f["code"] for f in files if f["status"] != "accepted")
-        multicast = sum(f["message"] == MULTICAST_NOTE for f in accepted)
+        multicast = sum(MULTICAST_NOTE in (f["message"] or "") for f in accepted)
         refused = ", ".join(f"{n} {c}" for c, n in sorted(codes.items())) or "-"
         print(f"| `{directory.name}` | {len(files)} | {len(accepted)} | {multicast} | {refused} |")
         listing += [f"{directory.name}/{f['name']}\t{f['pkb_id']}\t{f['problem']}" for f in accepted]

@@ -22,6 +22,8 @@ from portal.submissions.validation import SubmissionError, check_model_name, che
 from .models import PRECISIONS, Run, RunSample
 
 MAX_NOTE = 10_000
+# A run's precision as the evaluator's --dtype (no problem takes fp8).
+PRECISION_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp8": "float8"}
 
 
 @dataclass
@@ -174,12 +176,25 @@ def _store(run: Run, plan: FilePlan, target: submissions.Target | None, user: An
         return RunSample.objects.create(status=RunSample.REJECTED, code=plan.code,
                                         message=plan.message, **common)
     text = decode_source(plan.source or b"", settings.PKB_MAX_SOURCE_BYTES)
+    dtype, note = evaluation_dtype(run.precision, target.version)
     sub = submissions.create(user=user, target=target, backend=run.backend, model=run.model,
-                             text=text, origin="api")
+                             text=text, origin="api", dtype=dtype)
     index = (run.samples.filter(problem=problem, status=RunSample.ACCEPTED)
              .aggregate(n=Max("index"))["n"])
-    return RunSample.objects.create(status=RunSample.ACCEPTED, submission=sub, message=plan.message,
+    message = "; ".join(m for m in (plan.message, note) if m)
+    return RunSample.objects.create(status=RunSample.ACCEPTED, submission=sub, message=message,
                                     index=0 if index is None else index + 1, **common)
+
+
+def evaluation_dtype(precision: str, version: Any) -> tuple[str, str]:
+    """The dtype a run's sample is evaluated in (its precision, where the problem takes it) and,
+    where the problem does not, a note saying in which dtype it is evaluated instead."""
+    wanted = PRECISION_DTYPES.get(precision, precision)
+    takes = list((version.details or {}).get("dtypes") or [])
+    if wanted in takes:
+        return wanted, ""
+    return "", (f"evaluated in {takes[0] if takes else 'its default dtype'}: "
+                f"{version.problem.slug} takes no {wanted} ({', '.join(takes) or 'dtypes unknown'})")
 
 
 def sample_json(sample: RunSample) -> dict[str, Any]:
