@@ -18,6 +18,7 @@ import hashlib
 import io
 import json
 import statistics
+import subprocess
 import sys
 import tarfile
 import time
@@ -136,6 +137,7 @@ def run_batch(args: argparse.Namespace) -> int:
     print(f"{len(items)} importable files in {len(dirs)} directories; {len(items) - len(todo)} done "
           f"before; {len(todo)} to go; {args.slots} job slot(s); budget ends in "
           f"{args.budget_end - time.time():.0f} s", flush=True)
+    builder = start_prebuild(args, todo)
     print("| model | file | problem | verdict | speedup | seconds |\n|---|---|---|---|---|---|", flush=True)
     flying: list[Item] = []
     times: list[float] = []
@@ -166,6 +168,8 @@ def run_batch(args: argparse.Namespace) -> int:
             with results_out.open("a") as out:
                 out.write(json.dumps(row) + "\n")
             print(row_line(row), flush=True)
+    if builder is not None and builder.poll() is None:
+        builder.kill()
     elapsed = max(time.time() - first, 1e-9)
     left = len(todo) + len(flying)
     print(f"\nthis batch: {len(new)} verdicts in {elapsed:.0f} s = {len(new) * 3600 / elapsed:.0f} "
@@ -173,6 +177,18 @@ def run_batch(args: argparse.Namespace) -> int:
           f"per file; {left} left (of which {len(flying)} were running at the end and are redone next time)")
     summarize(load_results(results_out), len(items), args.out / "board-table.md")
     return 0
+
+
+def start_prebuild(args: argparse.Namespace, todo: list[Item]) -> subprocess.Popen[bytes] | None:
+    """The build stage over the files still to evaluate, in their order, on the CPU cores while
+    the GPUs evaluate (worker/prebuild.py); the workers read its cache (PKB_KERNEL_SEED)."""
+    if args.prebuild_seed is None or not todo:
+        return None
+    log = (args.out / "board-prebuild.log").open("ab")
+    return subprocess.Popen([sys.executable, "-m", "worker.prebuild", "--seed", str(args.prebuild_seed),
+                             "--arch", args.arch, "--jobs", str(args.prebuild_jobs),
+                             *[str(i.directory / i.name) for i in todo]],
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def summarize(results: dict[str, dict[str, Any]], total: int, path: Path) -> None:
@@ -206,6 +222,9 @@ def main() -> int:
     parser.add_argument("--match", default="", help="only files whose names contain one of these (comma-separated)")
     parser.add_argument("--first-estimate", type=float, default=90.0, help="seconds per file before any is timed")
     parser.add_argument("--provenance", default="{}", help="JSON object added to every result")
+    parser.add_argument("--prebuild-seed", type=Path, default=None, help="run the build stage into this cache")
+    parser.add_argument("--prebuild-jobs", type=int, default=4)
+    parser.add_argument("--arch", default="sm_90")
     return run_batch(parser.parse_args())
 
 

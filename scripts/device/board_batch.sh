@@ -14,12 +14,13 @@
 # workers' logs. Copy board-results.jsonl over --state (it is in docs/, so it travels with the
 # checkout) before the next batch. Options: --slots N (default: GPUs / 2), --port (8121),
 # --timeout S per file (300), --limit N (only the first N importable files), --match A,B (only
-# files whose names contain A or B), --hardware.
+# files whose names contain A or B), --hardware, --prebuild / --no-prebuild (the build stage,
+# worker/prebuild.py: on by default on GPUs, off on CPU, where nothing is built).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
 DEVICE=cuda BUDGET=500 DIRS=.pkb-dirs STATE=docs/measurements/board/board-results.jsonl
-OUTDIR=${OUT:-/tmp/pkb-board} PORT=8121 JOB_TIMEOUT=300 LIMIT=0 MATCH='' SLOTS='' HW=''
+OUTDIR=${OUT:-/tmp/pkb-board} PORT=8121 JOB_TIMEOUT=300 LIMIT=0 MATCH='' SLOTS='' HW='' PREBUILD=''
 while [ $# -gt 0 ]; do
   case $1 in
     --device) DEVICE=$2; shift 2 ;;
@@ -33,6 +34,8 @@ while [ $# -gt 0 ]; do
     --match) MATCH=$2; shift 2 ;;
     --slots) SLOTS=$2; shift 2 ;;
     --hardware) HW=$2; shift 2 ;;
+    --prebuild) PREBUILD=1; shift ;;
+    --no-prebuild) PREBUILD=0; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -49,9 +52,13 @@ if [ "$DEVICE" = cuda ]; then
   SLOTS=${SLOTS:-$(( GPUS / 2 > 0 ? GPUS / 2 : 1 ))}
   export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
   HOST=$(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | sed 's/^ *//' | paste -sd, -)
+  CAP=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1)
+  ARCH=sm_${CAP//./} PREBUILD=${PREBUILD:-1}
 else
-  HW=${HW:-cpu-gloo-amd-epyc-2c} SLOTS=${SLOTS:-1} HOST="cpu: $(nproc) cores"
+  HW=${HW:-cpu-gloo-amd-epyc-2c} SLOTS=${SLOTS:-1} HOST="cpu: $(nproc) cores" ARCH=sm_90 PREBUILD=${PREBUILD:-0}
 fi
+# The build stage: a quarter of the cores, 4 compiler jobs each, ahead of the GPUs.
+PREBUILD_JOBS=$(( $(nproc) / 8 > 0 ? $(nproc) / 8 : 1 ))
 echo "== $(date -u +%FT%TZ) board_batch --device $DEVICE: hardware $HW, $SLOTS slot(s), host $HOST, git $(git rev-parse --short HEAD 2>/dev/null || echo '?'), budget $BUDGET s"
 [ -d "$DIRS" ] || { echo "no $DIRS: copy the solutions_* directories there (docs/runs.md)"; exit 1; }
 
@@ -64,6 +71,8 @@ export DJANGO_SETTINGS_MODULE=portal.settings.local PKB_DEBUG=0 PKB_VAR_DIR=$VAR
   PKB_BROKER_URL=filesystem:// PKB_BROKER_DIR=$VAR/broker PKB_CALLBACK_BASE_URL=http://127.0.0.1:$PORT \
   PKB_EVAL_TIMEOUT_S=$JOB_TIMEOUT PKB_THROTTLE_ANON=100000/min PKB_THROTTLE_USER=100000/min PKB_THROTTLE_SUBMIT=100000/min \
   PKB_REQUIRE_LIVE_WORKER=0 PYTHONUNBUFFERED=1
+SEED=''
+if [ "$PREBUILD" = 1 ]; then SEED=$VAR/prebuilt; mkdir -p "$SEED"; fi
 PIDS=()
 cleanup() {  # TERM, then KILL after 3 s; never a bare `wait` (it would wait for the log's tee)
   for pid in "${PIDS[@]}"; do kill -TERM -- "-$pid" 2>/dev/null; done
@@ -93,7 +102,7 @@ PIDS+=($!)
 for slot in $(seq 0 $((SLOTS - 1))); do
   gpus=$([ "$DEVICE" = cuda ] && echo "$((2 * slot)),$((2 * slot + 1))" || echo "")
   setsid env PKB_PORTAL_URL=http://127.0.0.1:$PORT PKB_WORKER_NAME=board-slot$slot \
-    PKB_WORKER_SPOOL_DIR=$VAR/spool-$slot DJANGO_SETTINGS_MODULE= PY="$PY" \
+    PKB_WORKER_SPOOL_DIR=$VAR/spool-$slot DJANGO_SETTINGS_MODULE= PY="$PY" ${SEED:+PKB_KERNEL_SEED=$SEED} \
     ${gpus:+CUDA_VISIBLE_DEVICES=$gpus} scripts/gpu_worker.sh "$HW" --loglevel INFO \
     > "$VAR/worker-$slot.log" 2>&1 &
   PIDS+=($!)
@@ -109,7 +118,8 @@ print(json.dumps({"git": sys.argv[1], "date": datetime.datetime.now(datetime.tim
 stamp "evaluating"
 "$PY" scripts/device/board_batch.py --portal "http://127.0.0.1:$PORT" --token "$TOKEN" --hardware "$HW" \
   --dirs "$DIRS" --state "$STATE" --out "$OUTDIR" --budget-end "$BUDGET_END" --slots "$SLOTS" \
-  --limit "$LIMIT" --match "$MATCH" --provenance "$PROVENANCE"
+  --limit "$LIMIT" --match "$MATCH" --provenance "$PROVENANCE" --arch "$ARCH" \
+  --prebuild-jobs "$PREBUILD_JOBS" ${SEED:+--prebuild-seed "$SEED"}
 status=$?
 stamp "batch done (exit $status)"
 exit $status
