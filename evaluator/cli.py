@@ -73,6 +73,7 @@ def _add_check(sub: Any) -> None:
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("--size", default="small")
     p.add_argument("--time", action="store_true", help="also time each reference (GPU)")
+    p.add_argument("--dtype", default=None, help="run each reference in this dtype (default: its own)")
     p.add_argument("--hardware", default=None)
     p.add_argument("--chunk", type=int, default=1000,
                    help="problems per rank group (smaller prints results sooner)")
@@ -204,7 +205,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     from .suite import check_references
 
     ok = check_references(args.slugs, args.world_size, device=args.device, size=args.size,
-                          timed=args.time, hardware=args.hardware, json_path=args.json, chunk=args.chunk)
+                          timed=args.time, hardware=args.hardware, json_path=args.json, chunk=args.chunk,
+                          dtype=args.dtype)
     return 0 if ok else 1
 
 

@@ -32,8 +32,8 @@ SEEDS = {"cpu": (11, 11, 12), "cuda": (11,)}
 
 
 def _task(index: int, problem: Problem, size: str, timing: Optional[TimingConfig],
-          seeds: Sequence[int]) -> TaskSpec:
-    return {"task": index, "problem": problem.slug, "size": size, "dtype": dtype_name(problem.default_dtype),
+          seeds: Sequence[int], dtype: Optional[str] = None) -> TaskSpec:
+    return {"task": index, "problem": problem.slug, "size": size, "dtype": dtype or dtype_name(problem.default_dtype),
             "trials": [{"index": i, "seed": s} for i, s in enumerate(seeds)],
             "timing": timing.__dict__ if timing else None, "timing_seed": 13}
 
@@ -68,20 +68,24 @@ def _remaining_from(result: Any, tasks: list[dict[str, Any]], world_size: int) -
 
 def run_world(slugs: Sequence[str], world_size: int, *, device: str, size: str, timed: bool,
               profile: Optional[dict[str, Any]], limits: Limits, chunk: int = 1000,
-              progress: bool = False) -> list[dict[str, Any]]:
-    """Rows of results; ``chunk`` problems share one rank group (smaller chunks print sooner)."""
+              progress: bool = False, dtype: Optional[str] = None) -> list[dict[str, Any]]:
+    """Rows of results; ``chunk`` problems share one rank group (smaller chunks print sooner).
+    ``dtype``: run each reference in it (a problem that does not take it is skipped)."""
     chosen = [problems.get(s) for s in slugs] if slugs else list(problems.all_problems())
     rows: list[dict[str, Any]] = []
     runnable = []
     for problem in chosen:
-        if world_size in problem.world_sizes:
+        if dtype and dtype not in {dtype_name(d) for d in problem.dtypes}:
+            rows.append({"slug": problem.slug, "world_size": world_size, "status": "skipped",
+                         "message": f"takes no {dtype}"})
+        elif world_size in problem.world_sizes:
             runnable.append(problem)
         else:
             rows.append({"slug": problem.slug, "world_size": world_size, "status": "skipped",
                          "message": problem.world_size_note or "world size not supported"})
     timing = (TimingConfig(min_time_s=0.3, max_time_s=1.0, max_iterations=50) if device == "cuda"
               else TimingConfig.quick()) if timed else None
-    all_tasks = [_task(i, p, size, timing, SEEDS[device]) for i, p in enumerate(runnable)]
+    all_tasks = [_task(i, p, size, timing, SEEDS[device], dtype) for i, p in enumerate(runnable)]
     by_task = {t["task"]: p for t, p in zip(all_tasks, runnable)}
     for start in range(0, len(all_tasks), chunk):
         done = len(rows)
@@ -158,7 +162,7 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
 def check_references(slugs: Sequence[str], world_sizes: Sequence[int], *, device: str = "cpu",
                      size: str = "small", timed: bool = False, hardware: Optional[str] = None,
                      json_path: Optional[Path] = None, limits: Limits = Limits(step_s=120.0),
-                     chunk: int = 1000) -> bool:
+                     chunk: int = 1000, dtype: Optional[str] = None) -> bool:
     from .api import hardware_profile
 
     all_rows = []
@@ -166,7 +170,7 @@ def check_references(slugs: Sequence[str], world_sizes: Sequence[int], *, device
         profile = hardware_profile(device, world_size, hardware) if timed else None
         started = time.monotonic()
         rows = run_world(slugs, world_size, device=device, size=size, timed=timed, profile=profile,
-                         limits=limits, chunk=chunk, progress=True)
+                         limits=limits, chunk=chunk, progress=True, dtype=dtype)
         print(f"[ws={world_size}] {len(rows)} problems in {time.monotonic() - started:.1f} s", flush=True)
         all_rows.extend(rows)
     if json_path:

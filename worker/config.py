@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,17 +13,16 @@ def _int(name: str, default: int) -> int:
     return int(raw) if raw.strip() else default
 
 
+# The directory this worker's own packages were imported from: a checkout on a GPU host (nothing
+# installed there but torch), site-packages where the project is installed. The evaluator the
+# worker starts is imported from here too, so both are always the same code.
+CODE_ROOT = Path(__file__).resolve().parents[1]
+
+
 def _eval_command() -> list[str]:
-    raw = os.environ.get("PKB_EVAL_COMMAND", "").split()
-    if raw:
-        return raw
-    script = Path(sys.executable).with_name("pkb")
-    if script.exists():
-        return [str(script)]
-    found = shutil.which("pkb")
-    if found:
-        return [found]
-    return [sys.executable, "-c", "import sys; from evaluator.cli import main; sys.exit(main())"]
+    # -P: the job's temporary directory (the subprocess's cwd, holding solution.py) stays off
+    # sys.path; the evaluator is found through PYTHONPATH (runner.evaluator_env).
+    return os.environ.get("PKB_EVAL_COMMAND", "").split() or [sys.executable, "-P", "-m", "evaluator.cli"]
 
 
 @dataclass(frozen=True)

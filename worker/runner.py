@@ -19,6 +19,7 @@ from contract.progress import parse_line
 from evaluator.sandbox import libc
 
 from . import progress
+from .config import CODE_ROOT
 from .progress import Progress
 
 OUTPUT_TAIL = 20_000
@@ -60,6 +61,14 @@ def _die_with(parent_pid: int) -> Callable[[], None]:
     return arm
 
 
+def evaluator_env() -> dict[str, str]:
+    """The evaluator's environment: the worker's, with multicast off and the worker's own code
+    root first on PYTHONPATH (the evaluator runs in a temporary directory, and a GPU host has
+    the checkout, not an installed package)."""
+    path = [str(CODE_ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**os.environ, **NO_MULTICAST_ENV, "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(path)}
+
+
 def _pump(stream: Any, sink: list[str], tracker: progress.Tracker,
           on_progress: Callable[[Progress], None]) -> None:
     for raw in iter(stream.readline, b""):
@@ -81,7 +90,7 @@ def run(job: EvalJob, eval_command: list[str], timeout_s: float,
     with tempfile.TemporaryDirectory(prefix=f"pkb-{job.submission_id}-") as tmp:
         solution = Path(tmp) / "solution.py"
         solution.write_text(job.source, encoding="utf-8")
-        env = {**os.environ, **NO_MULTICAST_ENV, "PYTHONUNBUFFERED": "1"}
+        env = evaluator_env()
         # The report comes back on a pipe only `pkb eval` holds (its ranks never inherit it), not
         # as a file that something outliving the run could rewrite before we read it.
         report_r, report_w = os.pipe()

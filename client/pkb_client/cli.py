@@ -317,7 +317,9 @@ def cmd_run_import(args: argparse.Namespace, api: Api, out: Out) -> int:
                       files={"archive": (f"{args.directory.name}.tar.gz", blob, "application/gzip")})
     if args.dry_run:
         lines = [f"{answer['directory']}: {answer['model']} ({answer['provider']}), {answer['backend']} "
-                 f"{answer['precision']}; nothing stored"] + [_file_line(r) for r in answer["files"]]
+                 f"{answer['precision']} on {answer['hardware']}; nothing stored"]
+        lines += [_file_line(r) for r in answer["files"]]
+        lines.append(f"{answer['accepted']} would be accepted, {answer['rejected']} refused")
         out.result(answer, "\n".join(lines))
         return exits.OK
     lines = [f"run {answer['id']}: {answer['model']} ({answer['backend']}, {answer['precision']}) on "

@@ -19,6 +19,8 @@ class ApiError(Exception):
 
     @property
     def exit_code(self) -> int:
+        if self.code == "no_worker":  # a 503 that is a refusal with its reason, not an outage
+            return exits.REFUSED
         if self.status is None or self.status >= 500:
             return exits.UNREACHABLE
         if self.status in (401, 403):

@@ -34,6 +34,7 @@ ENV_KEEP = frozenset({
     "PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "LD_LIBRARY_PATH", "LIBRARY_PATH", "CUDA_HOME",
     "CUDA_PATH", "CC", "CXX", "CUDAHOSTCXX", "TORCH_CUDA_ARCH_LIST", "CUDA_VISIBLE_DEVICES",
     "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
+    "PKB_KERNEL_SEED",  # the build stage's cache (worker/prebuild.py), exposed read-only
 })
 ENV_KEEP_PREFIXES = ("NCCL_",)
 
@@ -102,6 +103,8 @@ def exposed_paths(source: dict[str, str] | None = None) -> list[str]:
         wanted += [p for p in source.get(name, "").split(":") if os.path.isabs(p)]
     wanted += [source[name] for name in ("CUDA_HOME", "CUDA_PATH") if os.path.isabs(source.get(name, ""))]
     wanted += compiler_prefixes(source)
+    if os.path.isabs(source.get("PKB_KERNEL_SEED", "")):
+        wanted.append(source["PKB_KERNEL_SEED"])
     chosen: list[str] = []
     for path in sorted({os.path.normpath(p) for p in wanted if os.path.lexists(p)}, key=len):
         if path in NEVER_EXPOSED:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import permissions, status
@@ -26,8 +27,9 @@ PARSERS = [JSONParser, MultiPartParser, FormParser]
 
 def error_response(exc: SubmissionError) -> Response:
     """A refusal in the API's one error shape, {"error": {"code", "message", "field"}}."""
+    headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else None
     return Response({"error": {"code": exc.code, "message": exc.message, "field": exc.field or None}},
-                    status=exc.status)
+                    status=exc.status, headers=headers)
 
 
 def run_json(run: Run) -> dict[str, Any]:
@@ -184,8 +186,9 @@ class PkbImport(_RunView):
         """Import a ParallelKernelBench run directory as a new run: `archive` (zip or tar of
         solutions_<backend>_<precision>_<hardware>_<provider>_<model>/, or of its files with
         the name in `directory`), `hardware` (where to evaluate), optional k, note, link, and
-        model/provider to override the directory's. With ?dry_run=1: each file's fate, nothing
-        stored (problem-level checks such as the world size happen only on a real import)."""
+        model/provider to override the directory's. With ?dry_run=1: each file's fate and the
+        counts exactly as the import would give them (it runs, then is rolled back), nothing
+        stored."""
         raw = _upload(request, "archive", settings.PKB_RUN_MAX_ARCHIVE_BYTES)
         if raw is None:
             raise SubmissionError("missing_archive", "Send the directory as `archive` (zip or tar).",
@@ -202,18 +205,9 @@ class PkbImport(_RunView):
         plans = plans_from_pkb(entries)
         if not plans:
             raise SubmissionError("empty_archive", "The archive holds no files.", field="archive")
-        if request.query_params.get("dry_run") in ("1", "true"):  # what would happen; nothing stored
-            return Response({"directory": directory, "backend": parsed.backend,
-                             "precision": parsed.precision, "provider": parsed.provider,
-                             "model": parsed.model, "pkb_hardware": parsed.hardware,
-                             "files": [_plan_json(p) for p in plans]})
-        if all(p.code for p in plans):  # a run with nothing to evaluate is not created
-            return Response({"error": {"code": "nothing_accepted", "field": "archive", "message":
-                                       "No file of the directory can be evaluated here; `files` "
-                                       "says why for each. Nothing was stored."},
-                             "files": [_plan_json(p) for p in plans]}, status=400)
-        from django.db import transaction
-
+        dry_run = request.query_params.get("dry_run") in ("1", "true")
+        # The dry run is the import itself, rolled back (dispatch happens only on commit), so it
+        # reports exactly what the import would do: every check, every refusal, the counts.
         with transaction.atomic():
             run = services.create_run(user=request.user, imported_from=directory, data={
                 "model": fields.get("model") or parsed.model,
@@ -224,16 +218,27 @@ class PkbImport(_RunView):
                 f"ParallelKernelBench directory {directory} (generated for {parsed.hardware}).",
                 "link": fields.get("link") or "", "sampling": fields.get("sampling") or {}})
             rows = services.add_files(run, plans, user=request.user)
-        results = [services.sample_json(r) for r in rows]
-        accepted = sum(r["status"] == RunSample.ACCEPTED for r in results)
-        return Response({**run_json(run), "accepted": accepted, "rejected": len(results) - accepted,
-                         "files": results}, status=status.HTTP_201_CREATED)
+            results = [services.sample_json(r) for r in rows]
+            accepted = sum(r["status"] == RunSample.ACCEPTED for r in results)
+            if dry_run or not accepted:  # a run with nothing to evaluate is not created
+                transaction.set_rollback(True)
+        if not accepted:
+            return Response({"error": {"code": "nothing_accepted", "field": "archive", "message":
+                                       "No file of the directory can be evaluated here; `files` "
+                                       "says why for each. Nothing was stored."},
+                             "files": [_dry(r) for r in results]}, status=400)
+        counts = {"accepted": accepted, "rejected": len(results) - accepted}
+        if dry_run:
+            return Response({"directory": directory, "backend": run.backend, "precision": run.precision,
+                             "provider": run.provider, "model": run.model.name,
+                             "pkb_hardware": parsed.hardware, "hardware": run.hardware.slug,
+                             "k": run.k, **counts, "files": [_dry(r) for r in results]})
+        return Response({**run_json(run), **counts, "files": results}, status=status.HTTP_201_CREATED)
 
 
-def _plan_json(plan: services.FilePlan) -> dict[str, Any]:
-    return {"name": plan.name, "status": "rejected" if plan.code else "accepted",
-            "problem": plan.problem, "pkb_id": plan.pkb_id, "adapter": plan.adapter or None,
-            "code": plan.code or None, "message": plan.message or None}
+def _dry(result: dict[str, Any]) -> dict[str, Any]:
+    """A file's fate in a dry run: as the import reports it, without the rolled-back ids."""
+    return {**result, "submission": None}
 
 
 def _top_directory(paths: list[str]) -> str | None:

@@ -11,6 +11,7 @@ from portal.lib.tables import Column, Table
 
 from . import scoring
 from .models import Run, RunSample
+from .services import problem_label
 from .pkb.importer import MULTICAST_NOTE
 
 
@@ -35,22 +36,28 @@ def verdict_class(sample: RunSample) -> str:
         return "fast"
     if sub.is_correct:
         return "pass"
-    if sample.message == MULTICAST_NOTE and sub.failure_class in MULTICAST_FAILURES:
+    if MULTICAST_NOTE in sample.message and sub.failure_class in MULTICAST_FAILURES:
         return "needs_multicast"  # it broke, and it relies on what the hosts switch off
     return sub.failure_class or "fail"
 
 
 def matrix(run: Run) -> dict[str, Any]:
+    # One row per problem of the run (a PKB problem is its own row even where another maps to
+    # the same problem of ours); its samples fill the columns in order.
     rows: dict[str, list[Any]] = defaultdict(lambda: [None] * run.k)
+    filled: dict[str, int] = defaultdict(int)
     for sample in scoring.accepted(run):
-        cells = rows[sample.problem.slug]
-        if sample.index is not None and sample.index < run.k:
+        key = problem_label(scoring.run_problem(sample))
+        cells, column = rows[key], filled[key]
+        filled[key] += 1
+        if column < run.k:
             sub = sample.submission
-            cells[sample.index] = {"class": verdict_class(sample), "submission": sub.pk,
+            cells[column] = {"class": verdict_class(sample), "submission": sub.pk,
                                    "speedup": sub.speedup, "low": sub.speedup_low,
                                    "high": sub.speedup_high, "name": sample.name,
                                    "turn": sample.turn}
-    return {"columns": list(range(run.k)), "rows": [{"problem": p, "cells": c} for p, c in rows.items()]}
+    return {"columns": list(range(run.k)),
+            "rows": [{"problem": key.partition(" ")[0], "label": key, "cells": c} for key, c in rows.items()]}
 
 
 def scores_table(result: dict[str, Any]) -> Table:

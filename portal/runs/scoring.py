@@ -15,6 +15,7 @@ from portal.leaderboards import metrics, services as boards
 from portal.leaderboards.metrics import FAST_P, Attempt
 
 from .models import Run, RunSample
+from .services import problem_key
 
 SCORED_P = (0.0, 0.5, 1.0, 1.5, 2.0)
 
@@ -24,11 +25,17 @@ def accepted(run: Run) -> list[RunSample]:
                 .select_related("submission", "problem").order_by("problem__number", "index"))
 
 
-def attempt_of(run: Run, sample: RunSample) -> Attempt | None:
+def run_problem(sample: RunSample) -> str:
+    """The problem of the run that ``sample`` answers (services.problem_key)."""
+    return problem_key(sample.problem.slug, sample.pkb_id)
+
+
+def attempt_of(run: Run, sample: RunSample, problem: str | None = None) -> Attempt | None:
+    """The sample as an attempt at ``problem`` (default: our problem's slug), once finished."""
     sub = sample.submission
     if sub is None or sub.status != "finished":
         return None
-    return Attempt(model=run.label, problem=sample.problem.slug, correct=sub.is_correct,
+    return Attempt(model=run.label, problem=problem or sample.problem.slug, correct=sub.is_correct,
                    speedup=sub.speedup, roofline_fraction=sub.roofline_fraction,
                    failure_class=sub.failure_class, speedup_low=sub.speedup_low,
                    speedup_high=sub.speedup_high, submission=sub.pk)
@@ -74,21 +81,24 @@ def _scope(run: Run, attempts: list[Attempt], problems: dict[str, list[str]]) ->
 
 def scores(run: Run) -> dict[str, Any]:
     samples = accepted(run)
+    # Over the run's problems each PKB problem counts once (two may answer one of ours); over
+    # the suite, as on the leaderboard, a sample is an attempt at our problem.
+    own = [a for s in samples if (a := attempt_of(run, s, run_problem(s)))]
     attempts = [a for s in samples if (a := attempt_of(run, s))]
     suite = boards.problem_set(run.hardware)
-    mine = {s.problem.slug: s.problem.categories for s in samples}
+    mine = {run_problem(s): s.problem.categories for s in samples}
     state = progress(run, samples)
     return {"run": run.pk, "model": run.model.name, "hardware": run.hardware.slug, "k": run.k,
             "complete": state["done"], "pending": state["queued"] + state["running"],
-            "run_problems": _scope(run, attempts, mine),
+            "run_problems": _scope(run, own, mine),
             "suite": _scope(run, attempts, {slug: cats for slug, cats in suite.items()})}
 
 
 def fast_p_curve(run: Run, grid: list[float]) -> list[float]:
     """The run's fast_p at each p of ``grid``, over its own problems."""
     samples = accepted(run)
-    attempts = [a for s in samples if (a := attempt_of(run, s))]
-    problems = {s.problem.slug for s in samples}
+    attempts = [a for s in samples if (a := attempt_of(run, s, run_problem(s)))]
+    problems = {run_problem(s) for s in samples}
     by_problem: dict[str, list[Attempt]] = defaultdict(list)
     for a in attempts:
         by_problem[a.problem].append(a)

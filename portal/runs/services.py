@@ -22,6 +22,8 @@ from portal.submissions.validation import SubmissionError, check_model_name, che
 from .models import PRECISIONS, Run, RunSample
 
 MAX_NOTE = 10_000
+# A run's precision as the evaluator's --dtype (no problem takes fp8).
+PRECISION_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp8": "float8"}
 
 
 @dataclass
@@ -50,6 +52,9 @@ def create_run(*, user: Any, data: Mapping[str, Any], imported_from: str = "") -
     if hardware is None:
         raise SubmissionError("unknown_hardware", f"No hardware {data.get('hardware')!r}; "
                               "GET /api/v1/hardware/ lists them.", field="hardware")
+    # As a single upload is: samples that no worker would take would wait unseen until the
+    # reaper failed them, and an agent would wait a whole turn for each.
+    submissions.check_live_worker(hardware)
     backend = data.get("backend") or "cuda"
     if backend not in {b for b, _ in BACKENDS if b != "reference"}:
         raise SubmissionError("unknown_backend", f"Unknown backend {backend!r}: torch, triton or "
@@ -91,6 +96,7 @@ def add_files(run: Run, plans: Iterable[FilePlan], *, user: Any) -> list[RunSamp
     plans = list(plans)
     if run.owner_id != user.pk and not user.is_staff:
         raise SubmissionError("not_owner", "Only the run's owner adds samples to it.", status=403)
+    submissions.check_live_worker(run.hardware)
     with transaction.atomic():
         Run.objects.select_for_update().filter(pk=run.pk).first()  # one writer per run at a time
         counts = _accepted_counts(run)
@@ -100,10 +106,10 @@ def add_files(run: Run, plans: Iterable[FilePlan], *, user: Any) -> list[RunSamp
         for plan in plans:
             target = None if plan.code else _check(plan, run)
             if target is not None:
-                slug = target.version.problem.slug
-                if counts[slug] >= run.k:
-                    plan.refuse("too_many_samples", f"{slug} already has the run's k = {run.k} "
-                                "samples; create a run with a larger k for more.")
+                key = problem_key(target.version.problem.slug, plan.pkb_id)
+                if counts[key] >= run.k:
+                    plan.refuse("too_many_samples", f"{problem_label(key)} already has the run's "
+                                f"k = {run.k} samples; create a run with a larger k for more.")
                     target = None
                 elif total >= settings.PKB_RUN_MAX_SAMPLES:
                     plan.refuse("run_full", f"the run holds {total} samples, the most a run may.")
@@ -113,7 +119,7 @@ def add_files(run: Run, plans: Iterable[FilePlan], *, user: Any) -> list[RunSamp
                                 "in 24 hours is the most one user may add; try again later.")
                     target = None
                 else:
-                    counts[slug] += 1
+                    counts[key] += 1
                     total += 1
                     daily_left -= 1
             checked.append((plan, target))
@@ -129,10 +135,22 @@ def _daily_left(user: Any) -> int:
     return settings.PKB_RUN_DAILY_SAMPLE_CAP - used
 
 
+def problem_key(slug: str, pkb_id: int | None) -> str:
+    """The problem a sample answers within its run: ours, or for a ParallelKernelBench file the
+    PKB problem as well, since two of PKB's can map to one of ours (PKB 2 and 34 both to
+    all-gather) and are two problems of the run, not two samples of one (k and pass@k)."""
+    return slug if pkb_id is None else f"{slug}@pkb{pkb_id}"
+
+
+def problem_label(key: str) -> str:
+    slug, _, pkb_id = key.partition("@pkb")
+    return f"{slug} (PKB {pkb_id})" if pkb_id else slug
+
+
 def _accepted_counts(run: Run) -> Counter[str]:
-    rows = (run.samples.filter(status=RunSample.ACCEPTED).values("problem__slug")
+    rows = (run.samples.filter(status=RunSample.ACCEPTED).values("problem__slug", "pkb_id")
             .annotate(n=Count("pk")))
-    return Counter({r["problem__slug"]: r["n"] for r in rows})
+    return Counter({problem_key(r["problem__slug"], r["pkb_id"]): r["n"] for r in rows})
 
 
 def _check(plan: FilePlan, run: Run) -> submissions.Target | None:
@@ -158,12 +176,25 @@ def _store(run: Run, plan: FilePlan, target: submissions.Target | None, user: An
         return RunSample.objects.create(status=RunSample.REJECTED, code=plan.code,
                                         message=plan.message, **common)
     text = decode_source(plan.source or b"", settings.PKB_MAX_SOURCE_BYTES)
+    dtype, note = evaluation_dtype(run.precision, target.version)
     sub = submissions.create(user=user, target=target, backend=run.backend, model=run.model,
-                             text=text, origin="api")
+                             text=text, origin="api", dtype=dtype)
     index = (run.samples.filter(problem=problem, status=RunSample.ACCEPTED)
              .aggregate(n=Max("index"))["n"])
-    return RunSample.objects.create(status=RunSample.ACCEPTED, submission=sub, message=plan.message,
+    message = "; ".join(m for m in (plan.message, note) if m)
+    return RunSample.objects.create(status=RunSample.ACCEPTED, submission=sub, message=message,
                                     index=0 if index is None else index + 1, **common)
+
+
+def evaluation_dtype(precision: str, version: Any) -> tuple[str, str]:
+    """The dtype a run's sample is evaluated in (its precision, where the problem takes it) and,
+    where the problem does not, a note saying in which dtype it is evaluated instead."""
+    wanted = PRECISION_DTYPES.get(precision, precision)
+    takes = list((version.details or {}).get("dtypes") or [])
+    if wanted in takes:
+        return wanted, ""
+    return "", (f"evaluated in {takes[0] if takes else 'its default dtype'}: "
+                f"{version.problem.slug} takes no {wanted} ({', '.join(takes) or 'dtypes unknown'})")
 
 
 def sample_json(sample: RunSample) -> dict[str, Any]:

@@ -172,13 +172,14 @@ def submit(*, user: Any, problem: str, hardware: str, backend: str, model: str,
 
 
 def create(*, user: Any, target: Target, backend: str, model: AIModel, text: str,
-           origin: str, sweep: bool = False) -> Submission:
+           origin: str, sweep: bool = False, dtype: str = "") -> Submission:
+    """``dtype``: the evaluation's (`pkb eval --dtype`), blank for the problem's default."""
     with transaction.atomic():
         submission = Submission(
             user=user, model=model, problem_version=target.version, hardware=target.hardware,
             backend=backend, world_size=target.world_size, size=target.hardware.size,
             attempt=next_attempt(model, target.version, target.hardware), source=text,
-            source_sha256=hashlib.sha256(text.encode()).hexdigest(), origin=origin,
+            source_sha256=hashlib.sha256(text.encode()).hexdigest(), origin=origin, dtype=dtype,
             sweep_status=SweepStatus.WAITING if sweep else SweepStatus.NONE)
         token = issue_secret(submission)
         submission.save()

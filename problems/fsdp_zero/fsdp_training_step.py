@@ -16,7 +16,7 @@ def reference(x: torch.Tensor, y: torch.Tensor, param_shard: torch.Tensor, exp_a
               exp_avg_sq: torch.Tensor, hidden: int, step: int, *,
               group: dist.ProcessGroup) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     # x [b, d_in], y [b, d_out]: this rank's micro-batch. param_shard, exp_avg, exp_avg_sq:
-    # this rank's 1/N of the flat float32 parameters (W1, b1, W2, b2, zero-padded to a multiple
+    # this rank's 1/N of the flat float32 (or bfloat16) parameters (W1, b1, W2, b2, zero-padded to a multiple
     # of N) and of the Adam moments. Returns the updated shard and moments.
     world = dist.get_world_size(group)
     flat = torch.empty(world * param_shard.numel(), dtype=param_shard.dtype,
@@ -86,9 +86,9 @@ PROBLEM = Problem(
     reference=reference,
     make_inputs=make_inputs,
     sizes=STEP_SIZES,
-    tolerances=tolerances(float32=(1e-5, 1e-5)),
+    tolerances=tolerances(float32=(1e-5, 1e-5), bfloat16=(2e-2, 2e-2)),
     traffic=roofline,
-    dtypes=(torch.float32,),
+    dtypes=(torch.float32, torch.bfloat16),
     tags=("end-to-end", "optimizer", "backward"),
     pkb_ids=(47,),
 )

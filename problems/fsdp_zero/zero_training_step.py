@@ -16,7 +16,7 @@ from problems.training_step import (
 
 
 def zero_step(x, y, params, exp_avg, exp_avg_sq, hidden, step, group, *, stage: int):
-    # x [b, d_in], y [b, d_out]: this rank's micro-batch. params [P]: the flat float32
+    # x [b, d_in], y [b, d_out]: this rank's micro-batch. params [P]: the flat float32 (or bfloat16)
     # parameters (W1, b1, W2, b2, zero-padded to a multiple of N), replicated. exp_avg,
     # exp_avg_sq [P/N]: this rank's shard of the Adam moments. Returns the updated parameters
     # (every rank) and this rank's moments.
@@ -89,9 +89,9 @@ def zero_problem(stage: int, pid: int, pkb: int, reference, summary: str) -> Pro
         reference=reference,
         make_inputs=make_inputs,
         sizes=STEP_SIZES,
-        tolerances=tolerances(float32=(1e-5, 1e-5)),
+        tolerances=tolerances(float32=(1e-5, 1e-5), bfloat16=(2e-2, 2e-2)),
         traffic=_roofline(stage),
-        dtypes=(torch.float32,),
+        dtypes=(torch.float32, torch.bfloat16),
         tags=("end-to-end", "optimizer", "backward"),
         pkb_ids=(pkb,),
     )

@@ -17,7 +17,9 @@ def reference(x: torch.Tensor, *, group: dist.ProcessGroup) -> torch.Tensor:
     # Output: [B, C, H / p, W // 2 + 1, 2] (complex as real/imag pairs), split along H.
     world = dist.get_world_size(group)
     b, c, h, w_local = x.shape
-    x1 = torch.fft.fft(x, dim=-2, norm="ortho")
+    # torch.fft has no bfloat16: a bfloat16 field is transformed in float32 (as PhysicsNeMo's
+    # callers cast it), so the output is float32 pairs for either input dtype.
+    x1 = torch.fft.fft(x.float(), dim=-2, norm="ortho")
     # Transpose: chunk j of H goes to rank j; received W-chunks are concatenated in rank order.
     send = torch.view_as_real(x1).reshape(b, c, world, h // world, w_local, 2)
     send = send.permute(2, 0, 1, 3, 4, 5).contiguous()
@@ -36,7 +38,7 @@ def make_inputs(case: Case) -> dict[str, torch.Tensor]:
 def roofline(s: Setting) -> Traffic:
     n = s.world_size
     b, c, h, w = s["batch"], s["channels"], s["h"], s["w"]
-    x_bytes = b * c * h * w * 4 // n
+    x_bytes = b * c * h * w * s.itemsize // n
     inter = 2 * x_bytes  # complex64 after the first FFT
     out = b * c * (h // n) * (w // 2 + 1) * 8
     # The transposed complex slab crosses the links; FFTs read and write each buffer once.
@@ -57,8 +59,9 @@ PROBLEM = Problem(
         "moves the full complex field (twice the real input) every spectral layer, forward and "
         "backward, and sits between two compute phases that cannot start early; a fast "
         "implementation pipelines per-destination chunks of the first FFT into the exchange and "
-        "starts the second FFT as chunks land. Float32 only: torch.fft has no bfloat16 "
-        "transforms and the model runs its spectral layers in fp32 outside autocast."
+        "starts the second FFT as chunks land. A bfloat16 field (ParallelKernelBench's default) is "
+        "transformed in float32: torch.fft has no bfloat16 transforms and the model runs its "
+        "spectral layers in fp32 outside autocast."
     ),
     categories=("spatial",),
     source=Source("PhysicsNeMo", "physicsnemo/distributed/fft.py: DistributedRFFT2.forward",
@@ -68,8 +71,8 @@ PROBLEM = Problem(
     make_inputs=make_inputs,
     sizes={"small": {"batch": 1, "channels": 2, "h": 16, "w": 16},
            "default": {"batch": 2, "channels": 32, "h": 720, "w": 1440}},
-    tolerances=tolerances(float32=(1e-4, 1e-4)),
-    dtypes=(torch.float32,),
+    tolerances=tolerances(float32=(1e-4, 1e-4), bfloat16=(1e-4, 1e-4)),
+    dtypes=(torch.float32, torch.bfloat16),
     traffic=roofline,
     pkb_ids=(59,),
 )

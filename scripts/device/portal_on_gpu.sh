@@ -8,18 +8,21 @@
 #   scripts/device/portal_on_gpu.sh --device cpu    # the same path on CPU (gloo ranks), anywhere
 #
 # Options: --device cuda|cpu, --out DIR (logs, reports; default $OUT or /tmp/pkb-portal-run),
-# --port N (8111), --timeout S (per job, 600). On a host without the portal's Python packages
-# it installs them from a wheelhouse carried in .whl/ (pip download -d .whl '.[portal]').
+# --port N (8111), --timeout S (per job, 240), --budget S (the whole script, 540: it gives up,
+# cleans up in a few seconds and fails inside a 600 s call). On a host without the portal's
+# Python packages it installs them from the wheelhouse .whl/ (scripts/gpu_wheelhouse.sh); the
+# worker is started by scripts/gpu_worker.sh, the command a GPU host uses.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
-DEVICE=cuda PORT=8111 JOB_TIMEOUT=600 OUTDIR=${OUT:-/tmp/pkb-portal-run}
+DEVICE=cuda PORT=8111 JOB_TIMEOUT=240 BUDGET=540 OUTDIR=${OUT:-/tmp/pkb-portal-run}
 while [ $# -gt 0 ]; do
   case $1 in
     --device) DEVICE=$2; shift 2 ;;
     --out) OUTDIR=$2; shift 2 ;;
     --port) PORT=$2; shift 2 ;;
     --timeout) JOB_TIMEOUT=$2; shift 2 ;;
+    --budget) BUDGET=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -27,8 +30,9 @@ mkdir -p "$OUTDIR"
 LOG="$OUTDIR/portal_on_gpu.log"
 exec > >(tee -a "$LOG") 2>&1
 PY=${PY:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
-T0=$(date +%s.%N)
-stamp() { printf '[%6.1f s] %s\n' "$(echo "$(date +%s.%N) - $T0" | bc)" "$*"; }
+# Elapsed time in bash alone (EPOCHREALTIME, microseconds): GPU hosts have no bc.
+T0=${EPOCHREALTIME//[!0-9]/}
+stamp() { local us=$(( ${EPOCHREALTIME//[!0-9]/} - T0 )); printf '[%4d.%d s] %s\n' $((us / 1000000)) $((us / 100000 % 10)) "$*"; }
 
 if [ "$DEVICE" = cuda ]; then
   HW=h200-x2-nvlink PROBLEM=all-reduce
@@ -41,28 +45,28 @@ fi
 echo "== $(date -u +%FT%TZ) portal_on_gpu --device $DEVICE: hardware $HW, git $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 [ "$DEVICE" = cuda ] && nvidia-smi -L
 
-if ! "$PY" -c "import django, rest_framework, drf_spectacular, celery, gunicorn" 2>/dev/null; then
-  stamp "installing the portal's packages from .whl/"
-  "$PY" -m pip install -q --no-index --find-links .whl django djangorestframework drf-spectacular \
-    drf-spectacular-sidecar celery gunicorn whitenoise pygments plotly dj-database-url jsonschema \
-    || { echo "no wheelhouse: run 'pip download -d .whl .[portal]' for this host's Python first"; exit 1; }
-fi
+. scripts/wheelhouse.sh
+use_wheelhouse "$PY" django rest_framework drf_spectacular drf_spectacular_sidecar celery gunicorn \
+  whitenoise plotly dj_database_url jsonschema || exit 1
 
 VAR=$(mktemp -d /tmp/pkb-portal-XXXX)
 export DJANGO_SETTINGS_MODULE=portal.settings.local PKB_DEBUG=0 PKB_VAR_DIR=$VAR \
   PKB_BROKER_URL=filesystem:// PKB_BROKER_DIR=$VAR/broker PKB_CALLBACK_BASE_URL=http://127.0.0.1:$PORT \
   PKB_EVAL_TIMEOUT_S=$JOB_TIMEOUT PKB_THROTTLE_ANON=10000/min PYTHONUNBUFFERED=1
 PIDS=()
+# Quick, bounded clean-up: TERM to each process group (gunicorn and celery stop at once when idle),
+# KILL after 3 s to whatever is left; no bare `wait`, which would also wait for the log's tee.
 cleanup() {
   for pid in "${PIDS[@]}"; do kill -TERM -- "-$pid" 2>/dev/null; done
-  for _ in $(seq 20); do
+  for _ in $(seq 30); do
     alive=0; for pid in "${PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
-    [ $alive = 0 ] && break; sleep 0.5
+    [ $alive = 0 ] && break; sleep 0.1
   done
   for pid in "${PIDS[@]}"; do kill -KILL -- "-$pid" 2>/dev/null; done
-  wait 2>/dev/null
+  [ ${#PIDS[@]} -gt 0 ] && wait "${PIDS[@]}" 2>/dev/null
   cp "$VAR"/*.log "$OUTDIR"/ 2>/dev/null
   rm -rf "$VAR"
+  stamp "cleaned up"
 }
 trap cleanup EXIT
 
@@ -77,9 +81,8 @@ setsid "$PY" -m gunicorn portal.wsgi:application --bind 127.0.0.1:$PORT --worker
   --worker-class gthread --threads 4 > "$VAR/web.log" 2>&1 &
 PIDS+=($!)
 setsid env PKB_PORTAL_URL=http://127.0.0.1:$PORT PKB_WORKER_NAME=$DEVICE-worker \
-  PKB_WORKER_SPOOL_DIR=$VAR/spool DJANGO_SETTINGS_MODULE= \
-  "$PY" -m celery -A worker worker -Q "pkb.hw.$HW" --concurrency 1 --prefetch-multiplier 1 \
-  -n "$DEVICE-worker@%h" --loglevel INFO > "$VAR/worker.log" 2>&1 &
+  PKB_WORKER_SPOOL_DIR=$VAR/spool DJANGO_SETTINGS_MODULE= PY="$PY" \
+  scripts/gpu_worker.sh "$HW" --loglevel INFO > "$VAR/worker.log" 2>&1 &
 PIDS+=($!)
 for _ in $(seq 120); do curl -sf "http://127.0.0.1:$PORT/api/v1/hardware/" >/dev/null && break; sleep 0.5; done
 
@@ -97,6 +100,8 @@ status() { curl -s "http://127.0.0.1:$PORT/api/v1/submissions/$1/" | "$PY" -c '
 import json,sys; d=json.load(sys.stdin)
 print(d["status"], d.get("verdict") or "-", d.get("failure_class") or "-", d.get("speedup"), d.get("roofline_fraction"), (d.get("status_reason") or "")[:200].replace("\n"," "))'; }
 deadline=$(( $(date +%s) + 2 * JOB_TIMEOUT + 120 ))
+budget_end=$(( ${T0:0:-6} + BUDGET ))
+[ "$deadline" -gt "$budget_end" ] && deadline=$budget_end
 for id in $GOOD_ID $BAD_ID; do
   while :; do
     line=$(status "$id"); state=${line%% *}

@@ -83,3 +83,26 @@ def test_the_agent_stops_when_the_run_refuses_a_turn() -> None:
                   command=f"{sys.executable} -c \"print('def solution(x, *, group): return x')\"",
                   turns=3, wait_s=1, model_timeout_s=30, show=lambda line: None)
     assert refused.value.code == "too_many_samples" and refused.value.exit_code == exits.REFUSED
+
+
+class _NoWorkerPortal(_RefusingPortal):
+    """A portal whose hardware lost its worker: the turn's sample is refused with 503."""
+
+    def post(self, path: str, **kwargs: object) -> dict:
+        from pkb_client.http import _error
+
+        raise _error(503, {"error": {"code": "no_worker", "field": "hardware",
+                                     "message": "No worker serves h right now."}}, "")
+
+
+def test_the_agent_stops_at_once_when_no_worker_serves_the_hardware() -> None:
+    from pkb_client.agent import run_agent
+    from pkb_client.http import ApiError
+
+    asked: list[str] = []
+    with pytest.raises(ApiError) as refused:
+        run_agent(_NoWorkerPortal(), run_id=1, problem="all-reduce", hardware="h", backend="torch",  # type: ignore[arg-type]
+                  command=f"{sys.executable} -c \"print('def solution(x, *, group): return x')\"",
+                  turns=3, wait_s=3600, model_timeout_s=30, show=asked.append)
+    assert refused.value.code == "no_worker" and refused.value.exit_code == exits.REFUSED
+    assert "No worker serves h" in refused.value.message and asked == ["turn 1/3: asking the model"]

@@ -28,15 +28,12 @@ _FILE = {file!r}
 _ORIGINAL = {source!r}
 
 
-def _compile_cuda_extension(name, cuda_src, extra_cuda_cflags=None, extra_include_paths=None,
-                            extra_ldflags=None):
+def _compile_cuda_extension(*args, **kwargs):
     # PKB's utils.cuda_helpers.compile_cuda_extension, built through the evaluator's helper so
-    # that the ranks share one build and the build is timed as a build.
-    from evaluator.cuda import load_extension
+    # that the ranks share one build (or find it prebuilt) and the build is timed as a build.
+    from evaluator.cuda.pkb import compile_cuda_extension
 
-    flags = ["-O3", *(extra_cuda_cflags or []), *("-I" + p for p in (extra_include_paths or []))]
-    return load_extension(name, cuda_src, "", extra_cuda_cflags=flags,
-                          extra_ldflags=list(extra_ldflags or []))
+    return compile_cuda_extension(*args, **kwargs)
 
 
 def _install_pkb_utils():
