@@ -59,7 +59,7 @@ else
 fi
 # The build stage: a quarter of the cores, 4 compiler jobs each, ahead of the GPUs.
 PREBUILD_JOBS=$(( $(nproc) / 8 > 0 ? $(nproc) / 8 : 1 ))
-echo "== $(date -u +%FT%TZ) board_batch --device $DEVICE: hardware $HW, $SLOTS slot(s), host $HOST, git $(git rev-parse --short HEAD 2>/dev/null || echo '?'), budget $BUDGET s"
+echo "== $(date -u +%FT%TZ) board_batch --device $DEVICE: hardware $HW, $SLOTS slot(s), host $HOST, git ${PKB_GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo "?")}, budget $BUDGET s"
 [ -d "$DIRS" ] || { echo "no $DIRS: copy the solutions_* directories there (docs/runs.md)"; exit 1; }
 
 . scripts/wheelhouse.sh
@@ -114,7 +114,7 @@ import json, sys, datetime, torch
 print(json.dumps({"git": sys.argv[1], "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                   "hardware": sys.argv[2], "host": sys.argv[3], "slots": int(sys.argv[4]), "torch": torch.__version__,
                   "sandbox": "on" if sys.argv[5] != "1" else "off"}))' \
-  "$(git rev-parse HEAD 2>/dev/null || echo unknown)" "$HW" "$HOST" "$SLOTS" "${PKB_WORKER_ALLOW_UNSANDBOXED:-0}")
+  "${PKB_GIT_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}" "$HW" "$HOST" "$SLOTS" "${PKB_WORKER_ALLOW_UNSANDBOXED:-0}")
 stamp "evaluating"
 "$PY" scripts/device/board_batch.py --portal "http://127.0.0.1:$PORT" --token "$TOKEN" --hardware "$HW" \
   --dirs "$DIRS" --state "$STATE" --out "$OUTDIR" --budget-end "$BUDGET_END" --slots "$SLOTS" \

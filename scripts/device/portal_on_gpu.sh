@@ -42,7 +42,7 @@ else
   HW=cpu-gloo-amd-epyc-2c PROBLEM=all-reduce
   GOOD=solutions/broken/cpu_correct.py BAD=solutions/broken/cpu_deadlock.py
 fi
-echo "== $(date -u +%FT%TZ) portal_on_gpu --device $DEVICE: hardware $HW, git $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+echo "== $(date -u +%FT%TZ) portal_on_gpu --device $DEVICE: hardware $HW, git ${PKB_GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo "?")}"
 [ "$DEVICE" = cuda ] && nvidia-smi -L
 
 . scripts/wheelhouse.sh
