@@ -267,6 +267,12 @@ class Evaluation:
         candidate_run.command({"cmd": "finish"}, step_s)
         wait_finished(candidate_run)
         candidate = candidate_run.end()
+        if candidate.ok and candidate_run.duplicate_blocks:
+            block, rank = candidate_run.duplicate_blocks[0]
+            candidate.failure = make_failure(
+                FailureClass.PROTOCOL_VIOLATION,
+                f"rank {rank} answered block {block} twice: something other than the harness wrote to its "
+                "status channel", rank=rank)
         if not candidate.ok:
             return self.report(candidate.failure, [], None, candidate, reference_run.end() if reference_run else None)
         timed_calls = sorted(judge.checked.kept)

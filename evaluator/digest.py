@@ -2,7 +2,7 @@
 
 The candidate keeps the outputs of timed calls until the parent says which of them it checks,
 and candidate code can change a kept copy in that time: compute the right answer, untimed,
-once it knows which calls matter (tests/evaluator/hostile/fixes_kept_outputs_later.py). So each
+once it knows which calls matter (on GPUs; on CPU the judge copies the outputs itself, docs/judge.md, tests/evaluator/hostile/fixes_outputs_at_finish.py). So each
 timed call's outputs are digested right after it returns, the digests go to the parent in the
 block's answer, and the parent digests the saved files itself: a saved output that is not what
 the call returned is a protocol violation. Producing a digest that matches right answers means

@@ -415,8 +415,8 @@ class SideRun(SideDiagnosis):
         kind = event.get("event")
         if self.on_progress is None or state.rank != 0:
             return
-        if self.buffers is not None and kind not in (READY, DONE):
-            return  # a judged side's steps are the judge's to announce
+        if self.buffers is not None and self.side == "candidate" and kind not in (READY, DONE):
+            return  # a judged candidate's steps are the judge's to announce, not its own words
         if kind == WAITING and not state.timing_announced:
             state.timing_announced = True
             self.on_progress(self.side, {"event": STEP, "step": "timing started", "task": event.get("task")})

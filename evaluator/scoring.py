@@ -27,10 +27,12 @@ METHOD = {
              "a barrier and a synchronize before each call, call time = slowest rank, block time = "
              "median call; speedup = median of per-round ratios with a bootstrap 95% interval; fresh "
              "inputs for every call, rotated across copies spanning several L2s"),
-    "cpu": ("both sides alive at once, alternating blocks (ABBA rounds) commanded by the parent; "
-            "time per call = the parent's wall clock over the block divided by its calls, harness work "
-            "(barrier, input refills) included on both sides, so ratios lean towards 1; speedup = "
-            "median of per-round ratios with a bootstrap 95% interval; a CPU smoke test, not a GPU figure"),
+    "cpu": ("both sides alive at once, alternating blocks (ABBA rounds) commanded by the judge; "
+            "time per call = the judge's clock from before it thaws the side until the side is frozen "
+            "again after the block, divided by its calls, the other side frozen meanwhile; inputs made "
+            "by the judge, outputs of 64 drawn calls copied by it; harness work on both sides, so ratios "
+            "lean towards 1; speedup = median of per-round ratios with a bootstrap 95% interval; a CPU "
+            "smoke test, not a GPU figure"),
 }
 
 

@@ -113,6 +113,9 @@ class SideDiagnosis:
             message = f"the side ran past its time limit of {self.limits.total_s:.0f} s; {who} {where}"
         elif builders:
             message = f"{who} {where} was still building after {self.limits.build_s:.0f} s (the build limit)"
+        elif self.ranks[stuck[0]].deadline is not None and self.ranks[stuck[0]].command.startswith("timed"):
+            message = (f"{who} did not finish a timed block in time ({self.ranks[stuck[0]].command}, "
+                       f"{self.ranks[stuck[0]].command_limit_s:.0f} s)")
         elif self.ranks[stuck[0]].deadline is not None and self.ranks[stuck[0]].command:
             message = f"{who} made no progress for {self.ranks[stuck[0]].command_limit_s:.0f} s {where}"
         elif self.ranks[stuck[0]].deadline is not None:

@@ -174,8 +174,7 @@ class JudgedTimer(PairedTimer):
         self.counting = False
 
     def warm_up(self) -> None:
-        for side in ("candidate", "reference"):
-            self.judge.progress(side, "step", "timing started")
+        self.judge.progress("candidate", "step", "timing started")
         super().warm_up()
         self.counting = True
 

@@ -1,6 +1,7 @@
 """BROKEN on purpose (all-reduce): computes correctly but deletes the output files the harness
-wrote for earlier trials (rank processes run in their side's work folder, outputs in `out/`). The harness
-must report PROTOCOL_VIOLATION instead of crashing while it judges."""
+wrote for earlier trials (rank processes run in their side's work folder, outputs in `out/`). On GPUs
+the harness must report PROTOCOL_VIOLATION instead of crashing while it judges; on CPU the judge
+reads its own copies of the outputs (docs/judge.md), so the deletion changes nothing and it passes."""
 
 from __future__ import annotations
 

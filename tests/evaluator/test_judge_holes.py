@@ -73,11 +73,12 @@ def test_the_harness_frames_cannot_shorten_or_stop_the_timed_phase():
 def test_a_forged_answer_to_a_timed_block_is_a_protocol_violation():
     report = run("forges_timed_block")
     assert report["verdict"] == "fail"
-    assert report["failure"]["failure_class"] == "protocol_violation"
-    # Whichever gives it away first: an answer without the digests of the block's outputs, or
-    # the harness's own answer arriving after the forged one.
-    message = report["failure"]["message"]
-    assert "twice" in message or "did not digest the outputs" in message, message
+    failure = report["failure"]
+    # Whichever gives it away first: the harness's own answer arriving after the forged one, or
+    # (the judge froze the side on the forged answer) the block's unfinished calls, one of which
+    # was drawn.
+    assert (failure["failure_class"] == "protocol_violation" and "twice" in failure["message"]) or \
+        (failure["failure_class"] == "value_mismatch" and "timed call" in failure["message"]), failure
     assert report["timing"] is None
 
 
@@ -94,21 +95,8 @@ def test_a_rebound_harness_clock_does_not_change_a_cpu_speedup():
     report = run("slows_the_harness_clock")
     assert report["verdict"] == "pass", report["failure"]
     timing = report["timing"]
-    assert "parent's wall clock" in timing["method"]
-    assert timing["speedup"] < 4.0, timing  # the ranks claimed 20x; two loaded cores make ~1 wobble
-    # What the ranks claimed is kept for diagnosis: a twentieth of the reference's times.
-    assert min(timing["candidate"]["per_rank_median_ms"]) < timing["reference"]["median_ms"] / 4, timing
-
-
-def test_kept_outputs_changed_after_their_call_are_a_protocol_violation():
-    # Timed calls skip the communication; the right sums are written over the kept copies once
-    # the parent has said which calls it checks. The digests sent with each block give it away.
-    report = run("fixes_kept_outputs_later")
-    assert report["verdict"] == "fail"
-    failure = report["failure"]
-    assert failure["failure_class"] == "protocol_violation", failure
-    assert "not what the call returned" in failure["message"]
-    assert report["timing"] is None
+    assert "judge's clock" in timing["method"]
+    assert timing["speedup"] < 4.0, timing  # a rank's clock is read for nothing; loaded cores wobble
 
 
 def test_digests_agree_between_a_device_and_the_parent_and_see_one_changed_bit():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 pytestmark = pytest.mark.slow
@@ -87,9 +89,7 @@ def test_it_reports_a_syntax_error_without_starting_ranks(run_eval):
     ("raises", "runtime_error", "rank 1 cannot handle this shape"),
     ("wrong_shape", "shape_mismatch", "has shape (2056,), expected (4113,)"),
     ("wrong_signature", "signature_mismatch", "keywords x, group"),
-    pytest.param("out_of_memory", "resource_limit", "(the limit is 64 GiB of host memory per rank)",
-                 marks=pytest.mark.confined),
-    ("deletes_outputs", "protocol_violation", "no readable outputs for trial0"),
+    pytest.param("out_of_memory", "resource_limit", "GiB of host memory per rank)", marks=pytest.mark.confined),
     ("import_error", "import_error", "pkb_module_that_does_not_exist"),
     ("no_solution", "missing_solution", "no top-level `solution`"),
 ])
@@ -97,6 +97,21 @@ def test_it_classifies_other_failures(run_eval, solution, failure_class, words):
     report, _ = run_eval(solution)
     assert report["failure"]["failure_class"] == failure_class
     assert words in report["failure"]["message"]
+
+
+def test_files_a_candidate_deletes_are_not_what_it_is_judged_by(run_eval):
+    # Its outputs are the judge's own copies, taken from the shared buffers (docs/judge.md): the
+    # files it removes from its work folder were never read.
+    report, _ = run_eval("deletes_outputs", trials=2)
+    assert report["verdict"] == "pass", report["failure"]
+
+
+def test_a_rank_memory_limit_fits_the_host():
+    from evaluator.api import fit_to_host
+
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert fit_to_host(64 * 2**30, 2) <= max(2 * 2**30, 0.8 * total / 4)
+    assert fit_to_host(2**30, 2) == 2**30  # a smaller limit stays as asked
 
 
 def test_the_evaluator_keeps_working_after_failures(run_eval):
@@ -124,7 +139,7 @@ def test_it_reports_progress_in_order_for_both_sides(tmp_path):
     assert candidate == [("ready", None), ("step", "trial 0"), ("step", "trial 1"), ("step", "timing started"),
                          ("done", None)]
     rechecks = [e for e in reference if str(e[1]).startswith("recheck of timed call ")]
-    assert len(rechecks) == 2
+    assert 2 <= len(rechecks) <= 64  # every counted timed call, or 64 drawn from them
     assert [e for e in reference if e not in rechecks] == [
         ("ready", None), ("step", "timing started"), ("step", "trial 0"), ("step", "trial 1"), ("done", None)]
     assert seen.index(("candidate", "done", None)) < seen.index(("reference", "step", "trial 0"))

@@ -18,7 +18,7 @@ def _block_command():
     frame = sys._getframe(1)
     while frame is not None:
         command = frame.f_locals.get("command")
-        if isinstance(command, dict) and command.get("cmd") == "block":
+        if isinstance(command, dict) and command.get("cmd") in ("block", "calls"):
             return command, frame.f_locals.get("session")
         frame = frame.f_back
     return None, None
@@ -31,7 +31,7 @@ def solution(x, *, group):
     channel = _channel()
     if command is not None and channel is not None and command["block"] not in _answered:
         _answered.add(command["block"])
-        calls = int(command["calls"])
+        calls = command["calls"] if isinstance(command["calls"], int) else len(command["calls"])
         first = session.calls if session is not None else 0
         channel.send("times", task=0, block=command["block"], first_call=first,
                      times_ms=[0.001] * calls, gap_ms=[0.0] * calls, copies=2)
