@@ -25,10 +25,16 @@ def test_a_taken_port_stops_pkb_up_before_the_banner() -> None:
     assert "PKB Portal" not in out.getvalue()  # no banner, nothing migrated or started
 
 
-def test_a_free_port_passes_the_check() -> None:
+def test_a_port_a_stopped_server_left_in_time_wait_is_free() -> None:
     from portal.submissions.management.commands.pkb_up import check_port_free
 
-    with socket.socket() as finder:
-        finder.bind(("127.0.0.1", 0))
-        port = finder.getsockname()[1]
-    check_port_free("127.0.0.1", port)  # raises nothing
+    with socket.socket() as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port))
+        accepted, _ = server.accept()
+        accepted.close()  # the server closes first: its side of the connection is in TIME_WAIT
+        client.close()
+    check_port_free("127.0.0.1", port)  # raises nothing: runserver could bind here now

@@ -27,6 +27,9 @@ def check_port_free(host: str, port: int) -> None:
     """Stop before anything starts (or any banner says the site is up) when the port is taken,
     most often by a `make up` still running in another terminal."""
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        # as runserver and gunicorn bind: connections of a stopped server still in TIME_WAIT
+        # must not count as taken, only a socket that listens there now
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, port))
         except OSError as exc:
