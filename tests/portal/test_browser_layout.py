@@ -139,3 +139,12 @@ def test_a_submission_fits_a_phone(live_server: Any, phone: Any, site: dict[str,
     label = phone.locator("#trials td").first.evaluate("e => getComputedStyle(e, '::before').content")
     assert label == '"Trial"'
     assert phone.errors == []
+
+
+def test_key_value_and_stacked_tables_fit_a_phone(live_server: Any, phone: Any, site: dict[str, Any]) -> None:
+    for path in (f"/problems/all-reduce/?hardware={site['h200'].slug}", f"/hardware/{site['h200'].slug}/"):
+        phone.goto(live_server.url + path)
+        boxes = phone.evaluate("""() => Array.from(document.querySelectorAll('table.facts, table.stack'))
+            .map((t) => [t.id || t.closest('section, div').querySelector('h2, h3')?.textContent,
+                         t.parentElement.scrollWidth, t.parentElement.clientWidth])""")
+        assert boxes and all(w <= room + 1 for _, w, room in boxes), (path, boxes)
