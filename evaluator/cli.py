@@ -20,12 +20,13 @@ def _add_candidate_run(p: Any, problem_help: str, what: str) -> None:
     """The arguments `pkb eval` and `pkb sweep` share: which candidate, where, how judged."""
     p.add_argument("--problem", required=True, help=problem_help)
     p.add_argument("--solution", required=True, type=Path, help="Python file defining solution(...)")
-    p.add_argument("--world-size", type=int, required=True)
-    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--world-size", type=int, required=True, help="ranks: GPUs, or gloo processes on CPU")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="default: cpu (gloo)")
     p.add_argument("--dtype", default=None, help="bfloat16, float32 or float16 (default: the problem's)")
     p.add_argument("--trials", type=int, default=5, help="correctness trials (of each evaluation)")
     p.add_argument("--seed", type=int, default=None, help="base seed (default: fresh secret ones)")
-    p.add_argument("--hardware", default=None, help="hardware profile id for the roofline")
+    p.add_argument("--hardware", default=None,
+                   help="hardware profile id for the roofline, e.g. h200-x4-nvlink (hardware/<id>.json)")
     p.add_argument("--startup-timeout", type=float, default=Limits.startup_s)
     p.add_argument("--step-timeout", type=float, default=Limits.step_s)
     p.add_argument("--report-fd", type=int, default=None,
@@ -225,7 +226,18 @@ def cmd_probe(args: argparse.Namespace) -> int:
     return 0
 
 
-REMOTE_COMMANDS = ("login", "submit", "run", "prompt", "agent")
+def _remote_help() -> dict[str, str]:
+    """The remote commands with their one-line help, from ``pkb_client`` where it is installed
+    (a bare checkout on a GPU host may not have it: then the names alone)."""
+    try:
+        from pkb_client.commands import COMMAND_HELP
+    except ImportError:
+        return {name: "talks to a PKB Portal (needs pkb_client: pip install ./client)"
+                for name in ("login", "submit", "run", "prompt", "agent")}
+    return dict(COMMAND_HELP)
+
+
+REMOTE_COMMANDS = tuple(_remote_help())
 
 
 def _remote_command(argv: Sequence[str]) -> bool:
@@ -248,11 +260,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
         return remote(argv)
     parser = argparse.ArgumentParser(
-        prog="pkb", description="PKB multi-GPU kernel benchmark",
-        epilog="Remote commands (a PKB Portal; `pkb login --help`): " + ", ".join(REMOTE_COMMANDS))
-    sub = parser.add_subparsers(dest="command", required=True)
+        prog="pkb", description="PKB multi-GPU kernel benchmark: eval, sweep, problems, "
+        "check-references and probe run the evaluator here; login, submit, run, prompt and agent "
+        "talk to a PKB Portal (`pkb submit --help`).")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (_add_eval, _add_sweep, _add_problems, _add_check, _add_probe):
         add(sub)
+    for name, text in _remote_help().items():  # listed here; parsed by pkb_client (dispatched above)
+        sub.add_parser(name, help=text + " (remote)", add_help=False)
     args = parser.parse_args(argv)
     commands = {"eval": cmd_eval, "sweep": cmd_sweep, "problems": cmd_problems, "check-references": cmd_check,
                 "probe": cmd_probe}

@@ -2,11 +2,11 @@
 
 The equivalents come from the registry (each problem's ``pkb_ids``), so the table cannot go stale;
 what stays hand-kept here is ParallelKernelBench's own list of problems (its ``reference/``
-directory at commit dab0830) and, for the PKB problems whose closest problem here differs in
-substance, which problem that is and how it differs.
+directory at commit dab0830); for the PKB problems whose closest problem here differs in
+substance, which problem that is and how it differs is in portal/runs/pkb/variants.py.
 
-    python scripts/pkb_mapping.py            # the table (docs/pkb-mapping.md is its output)
-    python scripts/pkb_mapping.py --check    # exit 1 unless every PKB problem maps exactly once
+    .venv/bin/python scripts/pkb_mapping.py > docs/pkb-mapping.md   # the table
+    .venv/bin/python scripts/pkb_mapping.py --check    # exit 1 unless every PKB problem maps exactly once
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import problems  # noqa: E402
+from portal.runs.pkb.variants import VARIANTS  # noqa: E402  (the importer's refusals name them too)
 
 PKB_REPO = "https://github.com/togethercomputer/ParallelKernelBench"
 PKB_COMMIT = "dab0830"
@@ -69,56 +70,6 @@ LATER_RENUMBERING = ("reference/46 became gemv_decode (a column-parallel logits 
                      "all-gather) after dab0830; it is tp-column-linear-gather-output here plus a "
                      "bias, a variant.")
 
-# PKB problems whose nearest problem here differs in substance: (our slug, how it differs).
-VARIANTS: dict[int, tuple[str, str]] = {
-    9: ("tp-sp-layernorm-backward", "ours also computes the input gradient, not only the weight/bias grads"),
-    11: ("tp-allgather-gemm", "PKB gathers A along K (transposed); ours gathers tokens"),
-    12: ("tp-allgather-gemm", "PKB gathers A along K; ours gathers tokens"),
-    15: ("tp-swiglu-mlp", "PKB: gather along K, silu GEMM, row block, reduce-scatter; ours is the SwiGLU MLP"),
-    17: ("tp-qkv-gqa-rope", "PKB applies RoPE to a sequence shard then all-gathers q and k"),
-    19: ("float8-fsdp-all-gather", "PKB quantizes in 128-element blocks; ours uses tensor-wise scales"),
-    20: ("float8-fsdp-all-gather", "PKB is the blocked dequantize side"),
-    21: ("sharded-grad-clip", "PKB returns the total norm over FSDP2 groups; ours clips and returns grads"),
-    22: ("sharded-grad-clip", "PKB adds a separate expert-parallel reduction group"),
-    23: ("per-token-loss-grad-allreduce", "PKB is the loss normalisation and its backward only"),
-    24: ("moe-aux-loss-seq-allreduce", "PKB's HF load-balancing loss has no communication"),
-    25: ("grpo-policy-loss", "PKB: importance-sampling policy loss with token-count all-reduces"),
-    26: ("moe-dispatch-all-to-all", "PKB is only the count exchange before the dispatch"),
-    27: ("moe-dispatch-all-to-all", "PKB is the bare uneven all_to_all_single with given splits"),
-    28: ("moe-dispatch-all-to-all", "PKB moves only the token rows, its splits given; ours also exchanges counts, weights, sources"),
-    30: ("ddp-bucketed-grad-allreduce", "PKB all-reduces three LoRA gradients of an EP group"),
-    31: ("moe-layer-forward-mixtral", "PKB routes with its own gate and nn.Linear experts; ours takes top-k ids"),
-    32: ("moe-layer-forward-mixtral", "PKB adds LoRA adapters to the experts"),
-    39: ("ulysses-cp-attention", "PKB includes the QKV and output projections"),
-    43: ("zero1-sharded-adam-step", "PKB has no weight decay and takes the gradient shard"),
-    44: ("onebit-compressed-allreduce", "PKB quantizes gradients to int8 blocks before a plain all-reduce"),
-    45: ("tp-allreduce-residual-rmsnorm", "PKB reduce-scatters then applies RMSNorm to the shard"),
-    46: ("zero1-sharded-adam-step", "PKB's dab0830 reference is a sharded AdamW with no communication"),
-    49: ("moe-dispatch-balanced", "PKB runs the whole MoE forward under balanced routing"),
-    50: ("moe-deepep-dispatch-wide-ep", "PKB runs the whole MoE forward with many experts per rank"),
-    51: ("moe-layer-forward-mixtral", "PKB narrows the EP group to a subset of ranks"),
-    52: ("fsdp2-foreach-reduce-scatter", "PKB rounds gradients through fp8 with delayed (amax-history) scaling"),
-    53: ("float8-fsdp-all-gather", "PKB uses delayed (amax-history) scaling on a flat shard"),
-    56: ("ring-attention-pp", "ours adds a residual per stage (x + attention(x)); PKB sends attention(x) alone"),
-    57: ("zigzag-ring-attention-bwd", "PKB: plain ring backward plus a data-parallel gradient all-reduce"),
-    58: ("clip-gather-contrastive-loss", "PKB is SigLIP's neighbour-exchange loss; ours is CLIP's all-gather loss"),
-    60: ("physicsnemo-distributed-rfft2", "PKB is the inverse transform"),
-    61: ("gsplat-distributed-rasterization", "PKB is the projection and exchange only; ours also rasterizes"),
-    62: ("torch-harmonics-distributed-sht", "PKB is the DISCO spherical convolution, not the SHT"),
-    64: ("gnn-distributed-neighbor-sampling", "PKB samples several hops from CSR with node_to_rank"),
-    67: ("torchrec-tw-embedding-all-to-all", "PKB exchanges sparse embedding rows by remainder permutation"),
-    68: ("gnn-halo-feature-fetch", "PKB projects the fetched features with a weight before returning"),
-    70: ("torchrec-tw-embedding-all-to-all", "PKB is the KJT all-to-all alone (key splits, stagger); ours adds the lookup"),
-    71: ("cp-causal-conv1d-halo", "PKB exchanges zigzag boundary patches for Hyena's short conv"),
-    72: ("hyena-cp-a2a-long-conv", "PKB includes the x1*x2 gating and grouped filters"),
-    74: ("cp-linear-attention-state-merge", "PKB: Kimi delta attention with CP all-gather and a TP all-reduce"),
-    75: ("cp-linear-attention-state-merge", "PKB: gated DeltaNet with head all-to-alls"),
-    76: ("cogvideo-cp-causal-conv3d", "PKB splits conv3d input channels and all-reduces"),
-    77: ("video-dsp-temporal-attention", "PKB: MAGI-1 CSO attention with async KV all-to-alls"),
-    78: ("magi1-tile-parallel-vae-decode", "PKB tiles ceil(size / stride) times (partial tiles at the far edge, each keeping its stride) and decodes by keeping 3 latent channels; ours tiles exactly, the last tile keeps all, and projects with a weight"),
-    85: ("distributed-sample-sort", "ours sorts keys with a payload"),
-    86: ("muon-distributed-step", "PKB orthogonalizes a TP-sharded matrix with Gram all-reduces"),
-}
 # Problems written so that PKB problems have an equivalent here. Two written for PKB turned out to
 # differ from it once adapters were written (ring-attention-pp: 56, magi1-tile-parallel-vae-decode:
 # 78) and are variants, listed above, not here.
@@ -176,7 +127,7 @@ def render(rows: list[dict[str, object]]) -> str:
     lines = [
         "# ParallelKernelBench problems in this suite",
         "",
-        f"Generated by `python scripts/pkb_mapping.py` from the problem registry (each problem's "
+        f"Generated by `.venv/bin/python scripts/pkb_mapping.py > docs/pkb-mapping.md` from the problem registry (each problem's "
         f"`pkb_ids`) and the script's hand-kept list of PKB's problems ({PKB_REPO}, "
         f"`reference/` at commit `{PKB_COMMIT}`). Do not edit by hand; rerun the script.",
         "",

@@ -25,7 +25,7 @@ CHROMIUM = os.environ.get("PKB_CHROMIUM", "/usr/bin/chromium")
 DESKTOP = {"width": 1400, "height": 900}
 PHONE = {"width": 390, "height": 844}
 # The long pages are cut at this height (px): enough to show the top of the problem list.
-CUT = {"home": 1500, "home-phone": 2600, "api-docs": 900, "compare": 1500}
+CUT = {"home": 1500, "home-phone": 2600, "api-docs": 900, "compare": 2200, "compare-phone": 3000}
 
 
 def api(base: str, path: str, token: str = "", data: dict[str, Any] | None = None) -> Any:
@@ -82,7 +82,9 @@ def main() -> None:
         ("api-docs", "/api/redoc/"),
     ]
     phone_pages = [("home-phone", "/"), ("submission-failed-phone", f"/submissions/{failed}/"),
-                   ("leaderboard-phone", f"/leaderboard/?hardware={args.gpu}")]
+                   ("submission-passed-phone", f"/submissions/{passed}/"),
+                   ("leaderboard-phone", f"/leaderboard/?hardware={args.gpu}"),
+                   ("compare-phone", f"/leaderboard/compare/?{compare}")]
 
     from playwright.sync_api import sync_playwright
 

@@ -1,8 +1,10 @@
 """What `pkb eval --progress` says, turned into the submission's status and a readable step.
 
 The evaluator prints ``PKB-PROGRESS {"side", "event", "step", "task"}`` to stderr as rank 0 of
-each side reports. Until the candidate's ``ready`` (its import and CUDA builds are done) the job
-is ``compiling``; from then on it is ``running``.
+each side reports. On a GPU, until the candidate's ``ready`` (its import and CUDA builds are
+done) the job is ``compiling``; from then on it is ``running``. On a CPU nothing compiles (no
+CUDA, no Triton), so the job is ``running`` from its first step: starting the ranks and
+importing torch took 8 s there, and saying "compiling" meanwhile was false.
 """
 
 from __future__ import annotations
@@ -33,12 +35,17 @@ def describe(event: dict[str, Any], trials: int) -> str | None:
     return None
 
 
-class Tracker:
-    """Folds events into the latest Progress; `compiling` until the candidate is ready."""
+def initial_status(device: str) -> str:
+    """The status before the candidate is ready: only a GPU job can be building kernels."""
+    return "compiling" if device == "cuda" else "running"
 
-    def __init__(self, trials: int) -> None:
+
+class Tracker:
+    """Folds events into the latest Progress; on a GPU `compiling` until the candidate is ready."""
+
+    def __init__(self, trials: int, device: str = "cuda") -> None:
         self.trials = trials
-        self.status = "compiling"
+        self.status = initial_status(device)
 
     def feed(self, event: dict[str, Any]) -> Progress | None:
         if event["side"] == "candidate" and event.get("event") == "ready":

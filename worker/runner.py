@@ -104,7 +104,7 @@ def run(job: EvalJob, eval_command: list[str], timeout_s: float,
             os.close(report_w)
         lines: list[str] = []
         chunks: list[bytes] = []
-        tracker = progress.Tracker(job.trials)
+        tracker = progress.Tracker(job.trials, job.device)
         pump = threading.Thread(target=_pump, args=(proc.stdout, lines, tracker, on_progress),
                                 daemon=True)
         reader = threading.Thread(target=_read_all, args=(report_r, chunks), daemon=True)

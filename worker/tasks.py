@@ -50,7 +50,7 @@ def evaluate_job(payload: dict[str, Any], config: WorkerConfig | None = None) ->
         flags = tuple(confinement.sandbox_flags(config))
     except confinement.SandboxUnavailable as exc:
         return _post(job, config, {"error": f"The worker refused the job: {exc}.", "worker": name}, "refused")
-    status("compiling", "starting the evaluator")
+    status(progress.initial_status(job.device), "starting the evaluator")
     limit = min(job.timeout_s, float(config.max_eval_s))
     sender = progress.LatestSender(lambda p: status(p.status, p.step))
     try:

@@ -13,11 +13,17 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from . import agent, config, exits, pkbdir
+from .commands import COMMAND_HELP
 from .http import Api, ApiError
 from .reports import summary
 from .waiting import WaitTimeout, terminal_line, wait_for_submission
 
-COMMANDS = ("login", "submit", "run", "prompt", "agent")
+PROBLEM_HELP = "problem slug, e.g. all-reduce (GET /api/v1/problems/ or `pkb problems` lists them)"
+HARDWARE_HELP = "hardware id, e.g. h200-x4-nvlink (GET /api/v1/hardware/ lists them)"
+INFERRED_HARDWARE_HELP = (HARDWARE_HELP + "; default: the portal picks the one hardware that a "
+                          "worker serves and that runs the problem, and says so when there is no "
+                          "single choice")
+MODEL_HELP = "model name the result is filed under on the leaderboard, e.g. gpt-5.5"
 
 
 class Usage(Exception):
@@ -39,46 +45,46 @@ def build_parser() -> argparse.ArgumentParser:
                                      epilog="exit codes: " + "; ".join(f"{c} {t}" for c, t in exits.TABLE))
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("login", parents=[common], help="get an API token and store it in ~/.config/pkb/")
+    p = sub.add_parser("login", parents=[common], help=COMMAND_HELP["login"])
     p.add_argument("--username")
     p.add_argument("--password", help="default: asked for (or PKB_PASSWORD)")
     p.add_argument("--token", help="store this token instead of asking for one")
 
-    p = sub.add_parser("submit", parents=[common], help="submit one kernel file")
-    p.add_argument("file", type=Path)
-    p.add_argument("--problem", required=True)
-    p.add_argument("--hardware", required=True)
+    p = sub.add_parser("submit", parents=[common], help=COMMAND_HELP["submit"])
+    p.add_argument("file", type=Path, help="the Python file that defines solution(...)")
+    p.add_argument("--problem", required=True, help=PROBLEM_HELP)
+    p.add_argument("--hardware", help=INFERRED_HARDWARE_HELP)
     p.add_argument("--backend", default="torch", choices=("torch", "triton", "cuda"))
-    p.add_argument("--model", default="human")
-    p.add_argument("--provider", default="")
+    p.add_argument("--model", default="human", help=MODEL_HELP + " (default: human)")
+    p.add_argument("--provider", default="", help="who serves the model, e.g. openai (optional)")
     p.add_argument("--wait", action="store_true", help="follow it live and print the report")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds --wait waits")
 
-    p = sub.add_parser("prompt", parents=[common], help="print the prompt for a problem")
-    p.add_argument("--problem", required=True)
-    p.add_argument("--hardware", required=True)
+    p = sub.add_parser("prompt", parents=[common], help=COMMAND_HELP["prompt"])
+    p.add_argument("--problem", required=True, help=PROBLEM_HELP)
+    p.add_argument("--hardware", help=INFERRED_HARDWARE_HELP)
     p.add_argument("--backend", default="torch", choices=("torch", "triton", "cuda"))
 
-    p = sub.add_parser("agent", parents=[common], help="prompt, generate, submit, read the failure, retry")
+    p = sub.add_parser("agent", parents=[common], help=COMMAND_HELP["agent"])
     p.add_argument("--model-command", required=True,
                    help="shell command: reads the prompt on stdin, prints a solution file")
-    p.add_argument("--problem", required=True)
-    p.add_argument("--hardware", required=True)
-    p.add_argument("--turns", type=int, default=3)
+    p.add_argument("--problem", required=True, help=PROBLEM_HELP)
+    p.add_argument("--hardware", required=True, help=HARDWARE_HELP)
+    p.add_argument("--turns", type=int, default=3, help="attempts, each fed the last failure (default: 3)")
     p.add_argument("--backend", default="torch", choices=("torch", "triton", "cuda"))
     p.add_argument("--run", type=int, help="record the turns in this run (default: a new run)")
-    p.add_argument("--model", default="agent", help="model name of the new run")
-    p.add_argument("--provider", default="")
+    p.add_argument("--model", default="agent", help="model name of the new run (default: agent)")
+    p.add_argument("--provider", default="", help="who serves the model, e.g. openai (optional)")
     p.add_argument("--wait-timeout", type=float, default=3600.0)
     p.add_argument("--model-timeout", type=float, default=600.0)
 
-    run = sub.add_parser("run", parents=[common], help="runs: a model's sample set")
+    run = sub.add_parser("run", parents=[common], help=COMMAND_HELP["run"])
     rsub = run.add_subparsers(dest="run_command", required=True)
     p = rsub.add_parser("create", parents=[common], help="create a run")
-    p.add_argument("--model", required=True)
-    p.add_argument("--hardware", required=True)
+    p.add_argument("--model", required=True, help=MODEL_HELP)
+    p.add_argument("--hardware", required=True, help=HARDWARE_HELP)
     p.add_argument("--k", type=int, required=True, help="samples per problem")
-    p.add_argument("--provider", default="")
+    p.add_argument("--provider", default="", help="who serves the model, e.g. openai (optional)")
     p.add_argument("--backend", default="cuda", choices=("torch", "triton", "cuda"))
     p.add_argument("--precision", default="bf16")
     p.add_argument("--sampling", default="{}", help='JSON, e.g. \'{"temperature": 1.0}\'')
@@ -88,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="add samples: a .py (with --problem), a directory or a zip/tar")
     p.add_argument("run", type=int)
     p.add_argument("paths", type=Path, nargs="+")
-    p.add_argument("--problem", help="the problem of a single .py file")
+    p.add_argument("--problem", help="the problem of a single .py file: " + PROBLEM_HELP)
     for name, helptext in (("status", "progress: queued, running, done, per problem"),
                            ("scores", "pass@k, fast_p, fast_1@k")):
         p = rsub.add_parser(name, parents=[common], help=helptext)
@@ -99,10 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--partial", action="store_true", help="scores so far, while pending")
     p = rsub.add_parser("import", parents=[common], help="import a ParallelKernelBench directory")
     p.add_argument("directory", type=Path)
-    p.add_argument("--hardware", required=True, help="where to evaluate it")
+    p.add_argument("--hardware", required=True, help="where to evaluate it: " + HARDWARE_HELP)
     p.add_argument("--k", type=int, default=1)
     p.add_argument("--model", help="override the directory's model slug")
-    p.add_argument("--provider")
+    p.add_argument("--provider", help="override the directory's provider")
     p.add_argument("--note", default="")
     p.add_argument("--link", default="")
     p.add_argument("--dry-run", action="store_true", help="show each file's fate; store nothing")
@@ -181,9 +187,11 @@ def cmd_login(args: argparse.Namespace, api: Api, out: Out) -> int:
 
 def cmd_submit(args: argparse.Namespace, api: Api, out: Out) -> int:
     source = _read(args.file)
-    sub = api.post("submissions/", data={"problem": args.problem, "hardware": args.hardware,
-                                         "backend": args.backend, "model": args.model,
-                                         "provider": args.provider},
+    fields = {"problem": args.problem, "backend": args.backend, "model": args.model,
+              "provider": args.provider}
+    if args.hardware:  # otherwise the portal picks the obvious one, or says why there is none
+        fields["hardware"] = args.hardware
+    sub = api.post("submissions/", data=fields,
                    files={"source": (args.file.name, source, "text/x-python")})
     if not args.wait:
         out.result(sub, f"submission #{sub['id']} {sub['status']}: {api.base.removesuffix('/api/v1/')}"

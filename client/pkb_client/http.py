@@ -9,6 +9,12 @@ import requests
 from . import exits
 
 
+# 5xx answers that are the portal's decision, not a fault: the request was understood and refused
+# (no live worker serves that hardware, 503 with Retry-After), so a script should not treat the
+# portal as down. Any other 5xx, or a 503 from a proxy without the portal's error body, is.
+REFUSING_SERVER_CODES = frozenset({"no_worker"})
+
+
 class ApiError(Exception):
     """A request that did not succeed; ``exit_code`` is what the command line returns."""
 
@@ -19,7 +25,7 @@ class ApiError(Exception):
 
     @property
     def exit_code(self) -> int:
-        if self.code == "no_worker":  # a 503 that is a refusal with its reason, not an outage
+        if self.status is not None and self.code in REFUSING_SERVER_CODES:
             return exits.REFUSED
         if self.status is None or self.status >= 500:
             return exits.UNREACHABLE

@@ -21,7 +21,8 @@ from portal.leaderboards import cache as board_cache
 from portal.leaderboards import services as boards
 from portal.submissions.models import AIModel, Submission
 from portal.submissions.querysets import with_solved
-from portal.submissions.services import live_hardware, obvious_hardware, preferred_hardware, submit
+from portal.submissions.services import (live_hardware, obvious_hardware, preferred_hardware, submit,
+                                         submittable_problem)
 from portal.submissions.validation import SubmissionError
 
 from . import serializers as s
@@ -198,6 +199,7 @@ class SubmissionListCreate(BaseListView):
 
 
 def _obvious_hardware(problem: str) -> str:
+    submittable_problem(problem)  # an unknown problem is named as such, not as a hardware question
     hw = obvious_hardware(problem)
     if hw is not None:
         return hw.slug

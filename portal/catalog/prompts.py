@@ -24,6 +24,22 @@ BACKEND_NOTES = {
             "handle.barrier(channel=...). NVLink multicast (multimem) is not available.",
 }
 
+# A CPU host runs ranks over gloo: symmetric memory, Triton and CUDA need a GPU, so its prompt
+# must not offer them (its "Backends on this host" line says the same).
+CPU_BACKEND_NOTES = {
+    "torch": "Use PyTorch and torch.distributed only (gloo on CPU processes: this host has no "
+             "GPU, so symmetric memory is not available here; it is on the GPU hosts).",
+}
+CPU_OTHER_BACKEND = ("This host has no GPU: {backend} kernels cannot run on it. Choose GPU hardware "
+                     "for a {backend} solution, or write a torch one for this host.")
+
+
+def backend_note(backend: str, hw: Hardware) -> str:
+    """What the prompt's "Backend" section tells a model, consistent with the host's backends."""
+    if hw.kind != "gpu":
+        return CPU_BACKEND_NOTES.get(backend, CPU_OTHER_BACKEND.format(backend=backend))
+    return BACKEND_NOTES.get(backend, BACKEND_NOTES["torch"])
+
 
 def _hardware_facts(hw: Hardware) -> list[str]:
     p = hw.profile
@@ -102,7 +118,7 @@ def build_prompt(version: ProblemVersion, hw: Hardware, backend: str) -> dict[st
     if terms:
         lines += ["", "## Roofline of this problem at this size", *terms]
     lines += ["", "## Backends on this host", *[f"- {b}" for b in hosts], "",
-              "## Backend", BACKEND_NOTES.get(backend, BACKEND_NOTES["torch"]), ""]
+              "## Backend", backend_note(backend, hw), ""]
     if example:
         lines += [f"## Worked example ({backend}): `{example['path']}`",
                   "A committed kernel for another problem, to show how the pieces fit "

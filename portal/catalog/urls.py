@@ -1,7 +1,7 @@
 from django.urls import path
 from django.views.generic import RedirectView
 
-from . import views
+from . import docs, views
 
 app_name = "catalog"
 urlpatterns = [
@@ -11,4 +11,5 @@ urlpatterns = [
     path("problems/<slug:slug>/", views.problem_detail, name="problem-detail"),
     path("hardware/", views.hardware_list, name="hardware-list"),
     path("hardware/<slug:slug>/", views.hardware_detail, name="hardware-detail"),
+    path("docs/<slug:name>.md", docs.doc, name="doc"),
 ]

@@ -152,6 +152,29 @@ def category_table(ranked: list[ModelScore]) -> Table:
     return Table("categories", "By category", columns, rows)
 
 
+def category_matrix(ranked: list[ModelScore]) -> Table:
+    """By category for pages: one row per category that some model solved a problem of, a pair
+    of columns per model. The long form (``category_table``, one row per model and category)
+    stays for the API; on a page it was 72 rows, mostly zeros."""
+    problems: dict[str, int] = {}
+    for s in ranked:
+        for cat, vals in s.by_category.items():
+            problems[cat] = max(problems.get(cat, 0), vals["problems"])
+    solved = [cat for cat in sorted(problems)
+              if any(s.by_category.get(cat, {}).get("correct") for s in ranked)]
+    columns = [Column("category", "Category"), Column("problems", "Problems", "int")]
+    for s in ranked:
+        columns += [Column(f"correct:{s.model}", f"{s.model}: correct", "int"),
+                    Column(f"fast_1:{s.model}", f"{s.model}: faster", "int")]
+    rows = [{"category": cat, "problems": problems[cat],
+             **{f"{key}:{s.model}": s.by_category.get(cat, {}).get(key, 0)
+                for s in ranked for key in ("correct", "fast_1")}} for cat in solved]
+    unsolved = sorted(set(problems) - set(solved))
+    note = (f"Not shown: {len(unsolved)} categories where no model has a correct solution "
+            f"({', '.join(unsolved)})." if unsolved else "")
+    return Table("categories", "By category", columns, rows, note=note)
+
+
 def failure_table(ranked: list[ModelScore]) -> Table:
     outcomes = sorted({o for s in ranked for o in s.failures}, key=lambda o: (o != "correct", o))
     columns = [Column("model", "Model")] + [Column(o, o.replace("_", " "), "int") for o in outcomes]
@@ -160,6 +183,8 @@ def failure_table(ranked: list[ModelScore]) -> Table:
 
 
 def per_problem_table(t: Track | ScoredTrack, ranked: list[ModelScore]) -> Table:
+    """A row per problem that some compared model solved (a row of dashes for each of the
+    others made the compare page 137 rows long); the note says how many are left out."""
     columns = [Column("problem", "Problem")]
     columns += [c for s in ranked for c in speedup_columns(s.model, s.model)]
     rows = []
@@ -170,8 +195,11 @@ def per_problem_table(t: Track | ScoredTrack, ranked: list[ModelScore]) -> Table
             if (best := s.best.get(slug)) is not None and best.speedup is not None:
                 report = found.get(best.submission)
                 row.update(speedup_cells(s.model, best.speedup, best.speedup_low, best.speedup_high, report))
-        rows.append(row)
-    return Table("per_problem", "Best correct speedup per problem", columns, rows)
+        if len(row) > 1:
+            rows.append(row)
+    left = len(t.problems) - len(rows)
+    note = f"Not shown: {left} of the {len(t.problems)} problems, which none of these models solved." if left else ""
+    return Table("per_problem", "Best correct speedup per problem", columns, rows, note=note)
 
 
 def comparison_charts(t: Track | ScoredTrack, ranked: list[ModelScore]) -> dict[str, Any]:

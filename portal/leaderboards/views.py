@@ -35,7 +35,7 @@ def models(request: HttpRequest) -> HttpResponse:
         def compute() -> dict[str, object]:
             track = cache.scored_track(hardware)
             ranked = track.ranked()
-            return {"tables": [services.model_table(track, ranked), services.category_table(ranked)],
+            return {"tables": [services.model_table(track, ranked), services.category_matrix(ranked)],
                     "problem_count": len(track.problems), "ranked": bool(ranked)}
 
         board = cache.cached("page-models", (hardware.pk,), compute)
@@ -60,7 +60,7 @@ def compare(request: HttpRequest) -> HttpResponse:
             return {"available": available, "chosen": names, "enough": len(names) >= 2,
                     "tables": [services.model_table(track, ranked),
                                services.per_problem_table(track, ranked),
-                               services.category_table(ranked), services.failure_table(ranked)],
+                               services.category_matrix(ranked), services.failure_table(ranked)],
                     "charts": services.comparison_charts(track, ranked)}
 
         board = cache.cached("page-compare", (hardware.pk, tuple(chosen)), compute)

@@ -31,6 +31,7 @@ class Table:
     title: str
     columns: list[Column]
     rows: list[dict[str, Any]] = field(default_factory=list)
+    note: str = ""  # shown under the table on pages: what it leaves out, and why
 
     @property
     def page_columns(self) -> list[Column]:

@@ -33,7 +33,9 @@ class Target:
     world_size: int
 
 
-def resolve_target(problem_slug: str, hardware_slug: str) -> Target:
+def submittable_problem(problem_slug: str) -> tuple[Problem, ProblemVersion]:
+    """The active problem of that slug and its current version, or the error that says why not
+    (checked before hardware, so a misspelt problem is named as such even where no hardware is)."""
     problem = Problem.objects.active().filter(slug=problem_slug).first()
     if problem is None and Problem.objects.filter(slug=problem_slug, retired=True).exists():
         raise SubmissionError("retired_problem", f"{problem_slug} is retired and takes no more "
@@ -46,6 +48,11 @@ def resolve_target(problem_slug: str, hardware_slug: str) -> Target:
     if version is None:
         raise SubmissionError("unknown_problem", f"{problem_slug} has no loaded version.",
                               field="problem")
+    return problem, version
+
+
+def resolve_target(problem_slug: str, hardware_slug: str) -> Target:
+    problem, version = submittable_problem(problem_slug)
     hardware = Hardware.objects.active().filter(slug=hardware_slug).first()
     if hardware is None:
         raise SubmissionError("unknown_hardware", f"No hardware {str(hardware_slug)[:100]!r}; "

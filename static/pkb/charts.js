@@ -1,17 +1,7 @@
 /* Charts for PKB pages: data comes from <script type="application/json"> blocks. */
 (function () {
   "use strict";
-  // plotly.js 3+ shows no axis title given as a bare string: it wants { text }.
-  const titled = (axis) => (axis && typeof axis.title === "string" ? Object.assign({}, axis, { title: { text: axis.title } }) : axis);
-  const layout = (extra) => {
-    const lay = Object.assign({ margin: { t: 50, r: 20, b: 60, l: 60 }, legend: { orientation: "h" } }, extra || {});
-    if (typeof lay.title === "string") lay.title = { text: lay.title };
-    if (lay.title) lay.title = Object.assign({ x: 0.01, xanchor: "left", font: { size: 15 } }, lay.title);
-    // automargin: long problem and category names get room instead of being cut off.
-    for (const key of ["xaxis", "yaxis"]) lay[key] = Object.assign({ automargin: true }, titled(lay[key]));
-    return lay;
-  };
-  const config = { responsive: true, displaylogo: false };
+  const K = window.PKBChart;
   const data = (id) => { const el = document.getElementById(id); return el ? JSON.parse(el.textContent) : null; };
   // Every chart has a title: the one given, else the element's data-title, else its section's heading.
   const titleOf = (el) => {
@@ -25,8 +15,9 @@
     if (!el || !window.Plotly) return;
     const full = Object.assign({}, lay || {});
     if (!full.title) full.title = titleOf(el);
-    Plotly.newPlot(el, traces, layout(full), config);
+    K.plot(id, traces, full);
   };
+  const values = (series) => Object.values(series).flat();
 
   function hardware() {
     const heat = data("data-heatmap");
@@ -44,15 +35,19 @@
     const t = data("data-models");
     if (!t) return;
     const keys = t.columns.map((c) => c.key).filter((k) => k.startsWith("fast_") && !k.includes("_at_"));
-    plot("chart-fastp", t.rows.map((r) => ({ type: "bar", name: r.model, x: keys.map((k) => k.replace("fast_", "p=").replace("_", ".")), y: keys.map((k) => r[k]) })),
-      { title: "fast_p: share of problems solved faster than p × the reference", barmode: "group", xaxis: { title: "speedup threshold p (x)" }, yaxis: { title: "share of problems (%)", tickformat: ".0%", range: [0, 1] } });
+    const y = t.rows.flatMap((r) => keys.map((k) => r[k]));
+    // Each bar carries its value: a hard board's bars are a few percent tall.
+    plot("chart-fastp", t.rows.map((r) => ({ type: "bar", name: r.model, x: keys.map((k) => k.replace("fast_", "p=").replace("_", ".")), y: keys.map((k) => r[k]),
+      text: keys.map((k) => (r[k] ? (100 * r[k]).toFixed(1) + "%" : "")), textposition: "outside", cliponaxis: false })),
+      { title: "fast_p: share of problems solved faster than p × the reference", barmode: "group", xaxis: { title: "speedup threshold p (x)" },
+        yaxis: K.shareAxis("share of problems (%)", y) });
   }
 
   function compare() {
     const d = data("data-compare");
     if (!d) return;
     plot("chart-fastp", Object.entries(d.fast_p.series).map(([m, y]) => ({ type: "scatter", mode: "lines", name: m, x: d.fast_p.p, y: y, line: { shape: "hv" } })),
-      { title: "fast_p curves", xaxis: { title: "speedup threshold p (x)" }, yaxis: { title: "fast_p (share of problems, %)", tickformat: ".0%", range: [0, 1] } });
+      { title: "fast_p curves", xaxis: { title: "speedup threshold p (x)" }, yaxis: K.shareAxis("fast_p (share, %)", values(d.fast_p.series)) });
     // Only problems some model solved: a point-less axis of every problem squeezes the plot.
     const solved = d.problems.filter((p) => Object.values(d.speedups).some((s) => s[p] != null));
     // Error bars: each best speedup's interval, where its report has one (schema 1.3 on).
@@ -62,14 +57,21 @@
       return { type: "data", symmetric: false, array: Object.keys(s).map((p) => (iv[p] ? iv[p][1] - s[p] : 0)),
                arrayminus: Object.keys(s).map((p) => (iv[p] ? s[p] - iv[p][0] : 0)) };
     };
-    plot("chart-scatter", Object.entries(d.speedups).map(([m, s]) => ({ type: "scatter", mode: "markers", name: m, x: Object.keys(s), y: Object.values(s), marker: { size: 9 }, error_y: bars(m, s) })),
-      { title: "Best correct speedup per problem", xaxis: { title: "problem (solved by at least one model)", categoryarray: solved, categoryorder: "array" }, yaxis: { title: "best correct speedup (x, log scale; bars: its interval)", type: "log" },
-        shapes: [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: 1, y1: 1, line: { dash: "dot", color: "#888" } }] });
+    // Problems down the side, read across: rotated names under a half-width chart took most of
+    // its height and left the points a strip 40 px tall. The chart grows with the problems.
+    const scatter = document.getElementById("chart-scatter");
+    if (scatter) scatter.style.height = Math.max(360, 170 + 22 * solved.length) + "px";
+    plot("chart-scatter", Object.entries(d.speedups).map(([m, s]) => ({ type: "scatter", mode: "markers", name: m, y: Object.keys(s), x: Object.values(s), marker: { size: 9 },
+      error_x: bars(m, s), hovertemplate: "%{y}: %{x:.3f}x<extra>" + m + "</extra>" })),
+      { title: "Best correct speedup per problem (bars: its interval)", yaxis: { title: "problem (solved by at least one model)", categoryarray: solved.slice().reverse(), categoryorder: "array", dtick: 1 },
+        xaxis: K.logAxis("best correct speedup (x, log scale)", values(d.speedups).concat([1])),
+        shapes: [{ type: "line", yref: "paper", y0: 0, y1: 1, x0: 1, x1: 1, line: { dash: "dot", color: "#888" } }] });
     plot("chart-categories", Object.entries(d.categories).map(([m, c]) => ({ type: "bar", name: m, x: Object.keys(c), y: Object.values(c) })),
-      { title: "Faster than the reference, by category", barmode: "group", xaxis: { title: "category" }, yaxis: { title: "share of the category's problems (%)", tickformat: ".0%", range: [0, 1] } });
+      { title: "Faster than the reference, by category", barmode: "group", xaxis: { title: "category" }, yaxis: K.shareAxis("share of the category (%)", values(d.categories).flatMap(Object.values)) });
     const outcomes = Array.from(new Set(Object.values(d.failures).flatMap((f) => Object.keys(f))));
+    const most = Math.max(1, ...Object.values(d.failures).map((f) => Object.values(f).reduce((a, b) => a + b, 0)));
     plot("chart-failures", outcomes.map((o) => ({ type: "bar", name: o, x: Object.keys(d.failures), y: Object.values(d.failures).map((f) => f[o] || 0) })),
-      { title: "Outcome of every attempt", barmode: "stack", showlegend: true, xaxis: { title: "model" }, yaxis: { title: "attempts (count)" } });
+      { title: "Outcome of every attempt", barmode: "stack", showlegend: true, xaxis: { title: "model" }, yaxis: K.countAxis("attempts (count)", most) });
   }
 
   // Markers per round, a line at their median (the speedup) and a band for its interval.
@@ -115,8 +117,7 @@
     if (!d) return;
     plot("chart-run-fastp", Object.entries(d.series).map(([name, y]) => ({ type: "scatter", mode: "lines", name: name, x: d.p, y: y,
       line: { shape: "hv", width: name === d.current ? 4 : 1.5 } })),
-      { xaxis: { title: "p (speedup threshold)" }, yaxis: { title: "fast_p over the run's problems", tickformat: ".0%", range: [0, 1] },
-        margin: { t: 30, r: 20, b: 100, l: 60 }, legend: { orientation: "h", y: -0.3 } });
+      { xaxis: { title: "p (speedup threshold)" }, yaxis: K.shareAxis("fast_p over the run's problems", values(d.series)) });
   }
 
   // While a run has pending samples, reload its page when another sample finishes.

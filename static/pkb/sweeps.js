@@ -8,18 +8,17 @@
     }
     return n + " B";
   };
-  // A log x axis of message sizes, ticked at the sizes that ran and labelled in binary units.
-  const sizeAxis = (xs) => {
-    const ticks = Array.from(new Set(xs)).sort((a, b) => a - b);
-    return { title: { text: "message size (bytes, log scale; nccl-tests' size)" }, type: "log", tickvals: ticks,
-             ticktext: ticks.map(bytes), automargin: true };
+  const K = window.PKBChart;
+  // A log x axis of message sizes, ticked at sizes that ran (as many as fit the chart's width:
+  // 17 labels from 4 KiB to 256 MiB overlapped) and labelled in binary units.
+  const sizeAxis = (xs, el) => {
+    const ticks = K.thin(Array.from(new Set(xs)).sort((a, b) => a - b), el, 70);
+    return { title: "message size (bytes, log scale; nccl-tests' size)", type: "log", tickvals: ticks, ticktext: ticks.map(bytes) };
   };
-  const layout = (title, xs, yaxis, extra) => Object.assign({
-    title: { text: title }, margin: { t: 50, r: 20, b: 70, l: 70 }, legend: { orientation: "h", y: -0.25 },
-    xaxis: sizeAxis(xs), yaxis: Object.assign({ automargin: true }, yaxis),
+  const layout = (id, title, xs, yaxis, extra) => Object.assign({
+    title: title, xaxis: sizeAxis(xs, document.getElementById(id)), yaxis: yaxis,
   }, extra || {});
-  const config = { responsive: true, displaylogo: false };
-  const plot = (id, traces, lay) => { const el = document.getElementById(id); if (el && window.Plotly) Plotly.newPlot(el, traces, lay, config); };
+  const plot = (id, traces, lay) => K.plot(id, traces, lay);
   const line = (name, s, style) => Object.assign({ type: "scatter", mode: "lines+markers", name: name, x: s.x, y: s.y,
     customdata: s.x.map(bytes), hovertemplate: name + "<br>%{customdata}: %{y:.3g} GB/s<extra></extra>" }, style || {});
   const referenceName = (device) => "reference (" + (device === "cuda" ? "NCCL" : "gloo") + ")";
@@ -50,16 +49,16 @@
     if (d.failed.length) traces.push({ type: "scatter", mode: "markers", name: "failed at this size", x: d.failed.map((f) => f.x),
       y: d.failed.map(() => (Number.isFinite(floor) ? floor : 1)), marker: { symbol: "x", size: 12, color: "#c92a2a" },
       customdata: d.failed.map((f) => bytes(f.x) + ": " + f.failure_class), hovertemplate: "%{customdata}<extra></extra>" });
-    plot("chart-sweep-busbw", traces, layout("Bus bandwidth per message size: candidate, " + referenceName(d.device) + " and roofline, " +
-      d.world_size + " ranks", xs, { title: { text: "bus bandwidth (GB/s, log scale)" }, type: "log" }));
+    plot("chart-sweep-busbw", traces, layout("chart-sweep-busbw", "Bus bandwidth per message size: candidate, " + referenceName(d.device) + " and roofline, " +
+      d.world_size + " ranks", xs, K.logAxis("bus bandwidth (GB/s, log scale)", traces.flatMap((t) => t.y))));
     const s = d.speedup;
     plot("chart-sweep-speedup", [{
       type: "scatter", mode: "lines+markers", name: "speedup (95% interval)", x: s.x, y: s.y, line: { color: "#3b5bdb" },
       error_y: { type: "data", symmetric: false, array: s.y.map((v, i) => s.high[i] - v), arrayminus: s.y.map((v, i) => v - s.low[i]) },
       customdata: s.x.map((x, i) => [bytes(x), s.low[i], s.high[i]]),
       hovertemplate: "%{customdata[0]}: %{y:.3f}x (%{customdata[1]:.3f}-%{customdata[2]:.3f})<extra></extra>",
-    }], layout("Speedup per message size (reference time / candidate time), with 95% intervals", s.x.length ? s.x : xs,
-      { title: { text: "speedup (x, reference / candidate)" }, rangemode: "tozero" },
+    }], layout("chart-sweep-speedup", "Speedup per message size (reference time / candidate time), with 95% intervals", s.x.length ? s.x : xs,
+      { title: "speedup (x, reference / candidate)", rangemode: "tozero" },
       { shapes: [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: 1, y1: 1, line: { dash: "dot", color: "#888" } }] }));
   }
 
@@ -73,8 +72,8 @@
     if (d.roofline && d.roofline.x.length) traces.push(line("roofline (" + d.hardware + ")", d.roofline, { mode: "lines", line: { color: "#2b8a3e", dash: "dash" } }));
     (d.candidates || []).forEach((c, i) => traces.push(line(c.label, c, { line: { color: palette[i % palette.length] } })));
     const xs = traces.flatMap((t) => t.x);
-    plot("chart-problem-sweep", traces, layout("Bus bandwidth per message size on " + d.hardware + " (" + d.world_size +
-      " ranks): reference, roofline and the best submissions' sweeps", xs, { title: { text: "bus bandwidth (GB/s, log scale)" }, type: "log" }));
+    plot("chart-problem-sweep", traces, layout("chart-problem-sweep", "Bus bandwidth per message size on " + d.hardware + " (" + d.world_size +
+      " ranks): reference, roofline and the best submissions' sweeps", xs, K.logAxis("bus bandwidth (GB/s, log scale)", traces.flatMap((t) => t.y))));
   }
 
   window.PKBSweeps = { submission, problem };

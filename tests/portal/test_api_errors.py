@@ -46,6 +46,17 @@ def test_a_missing_required_field_names_it(owner_api: Any, all_reduce: Any, gpu_
     assert not Submission.objects.exists()
 
 
+def test_an_unknown_problem_without_hardware_is_named_as_unknown(owner_api: Any, all_reduce: Any,
+                                                                gpu_hardware: Any,
+                                                                cpu_hardware: Any) -> None:
+    # two hardware rows, so hardware is not obvious: the problem's name is still the first fault
+    r = owner_api.post("/api/v1/submissions/", upload(problem="nope"), format="multipart")
+    error = error_of(r, 400)
+    assert error["code"] == "unknown_problem" and error["field"] == "problem"
+    assert "'nope'" in error["message"]
+    assert not Submission.objects.exists()
+
+
 def test_an_unknown_backend_is_an_invalid_choice(owner_api: Any, target: dict[str, str]) -> None:
     r = owner_api.post("/api/v1/submissions/", upload(backend="jax", **target), format="multipart")
     error = error_of(r, 400)

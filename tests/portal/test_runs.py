@@ -289,7 +289,19 @@ def test_a_pkb_import_with_nothing_to_evaluate_stores_nothing(owner_api: Any, cp
                                                     "hardware": cpu_hardware.slug}, format="multipart")
     assert r.status_code == 400 and r.json()["error"]["code"] == "nothing_accepted"
     assert sorted(f["code"] for f in r.json()["files"]) == ["not_a_pkb_file", "unmapped"]
+    unmapped = next(f["message"] for f in r.json()["files"] if f["code"] == "unmapped")
+    # the related variant docs/pkb-mapping.md lists for PKB 71, and how it differs
+    assert "the related variant is cp-causal-conv1d-halo" in unmapped and "zigzag" in unmapped
     assert not Run.objects.exists()
+
+
+def test_an_unmapped_pkb_id_without_a_variant_says_no_equivalent_yet() -> None:
+    from portal.runs.pkb.importer import unmapped_message
+    from portal.runs.pkb.variants import VARIANTS
+
+    assert 1 not in VARIANTS  # all-reduce is an equivalent, never a variant
+    assert unmapped_message("PKB 1 (allreduce)", 1) == \
+        "PKB 1 (allreduce) has no equivalent problem here yet (no problem lists it in pkb_ids)"
 
 
 def test_scores_of_an_empty_run_say_so(owner_api: Any, cpu_hardware: Any) -> None:

@@ -78,20 +78,38 @@ def test_the_runner_reports_each_step_and_keeps_them_out_of_the_output(fake_eval
     assert "building the kernel" in result.output_tail and "PKB-PROGRESS" not in result.output_tail
 
 
-def test_the_job_is_compiling_until_the_candidate_is_ready(fake_eval: list[str],
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_gpu_job_is_compiling_until_the_candidate_is_ready(fake_eval: list[str],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     posts: list[tuple[str, dict[str, Any]]] = []
     monkeypatch.setattr(tasks.callback, "post",
                         lambda url, token, body, **kw: posts.append((url.rsplit("/", 2)[-2], body)) or {})
     config = WorkerConfig(eval_command=fake_eval, portal_url="", name="w1")
-    assert tasks.evaluate_job(job(), config) == "report"
+    assert tasks.evaluate_job(job(device="cuda"), config) == "report"
     statuses = [(body["status"], body["step"]) for what, body in posts if what == "status"]
     assert statuses[0] == ("compiling", "starting the evaluator")
     assert statuses[1][0] == "running" and statuses[-1] == ("running", "reference: done")
     assert posts[-1][0] == "report" and posts[-1][1]["report"] == {"verdict": "pass"}
 
 
-def test_an_evaluator_that_dies_before_ready_never_says_running(tmp_path: Path,
+def test_a_cpu_job_never_says_compiling(fake_eval: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # gloo on CPU builds nothing: the seconds before `ready` are process start-up and imports
+    posts: list[dict[str, Any]] = []
+    monkeypatch.setattr(tasks.callback, "post",
+                        lambda url, token, body, **kw: posts.append(body) if url.endswith("status/") else {})
+    config = WorkerConfig(eval_command=fake_eval, portal_url="", name="w1")
+    assert tasks.evaluate_job(job(device="cpu"), config) == "report"
+    statuses = [body["status"] for body in posts]
+    assert statuses and set(statuses) == {"running"}
+    assert posts[0]["step"] == "starting the evaluator"
+
+
+def test_before_ready_a_cpu_tracker_is_running_and_a_gpu_one_compiling() -> None:
+    early = {"side": "candidate", "event": "step", "step": "trial 0"}
+    assert progress.Tracker(trials=5, device="cpu").feed(early) == progress.Progress("running", "candidate: trial 1 of 5")
+    assert progress.Tracker(trials=5, device="cuda").feed(early) == progress.Progress("compiling", "candidate: trial 1 of 5")
+
+
+def test_a_gpu_evaluator_that_dies_before_ready_never_says_running(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     script = tmp_path / "crash.py"
     script.write_text("import sys\nprint('ImportError: no module named triton', file=sys.stderr)\n"
@@ -99,7 +117,7 @@ def test_an_evaluator_that_dies_before_ready_never_says_running(tmp_path: Path,
     posts: list[dict[str, Any]] = []
     monkeypatch.setattr(tasks.callback, "post", lambda url, token, body, **kw: posts.append(body) or {})
     config = WorkerConfig(eval_command=[sys.executable, str(script)], portal_url="", name="w1")
-    assert tasks.evaluate_job(job(), config) == "no-report"
+    assert tasks.evaluate_job(job(device="cuda"), config) == "no-report"
     assert [p.get("status") for p in posts[:-1]] == ["compiling"]
     assert "no module named triton" in posts[-1]["output"] and "code 3" in posts[-1]["error"]
     assert json.dumps(posts[-1])  # plain JSON for the portal

@@ -11,6 +11,7 @@ from portal.runs.services import FilePlan
 
 from . import names
 from .adapters import adapter_for
+from .variants import VARIANTS
 from .wrapper import wrap
 
 # NVLink multicast (multimem instructions, a multicast pointer, ThunderKittens' parallel
@@ -31,6 +32,17 @@ def pkb_index() -> dict[int, list[str]]:
         for pkb_id in getattr(problem, "pkb_ids", ()):
             found[int(pkb_id)].append(problem.slug)
     return dict(found)
+
+
+def unmapped_message(label: str, pkb_id: int) -> str:
+    """Why a PKB file with no equivalent here is refused, naming the related variant where
+    docs/pkb-mapping.md lists one, so its author knows which problem to write for instead."""
+    if pkb_id in VARIANTS:
+        slug, difference = VARIANTS[pkb_id]
+        return (f"{label} has no equivalent problem here; the related variant is {slug}, which "
+                f"differs in substance ({difference}), so the file cannot be judged against it "
+                f"(docs/pkb-mapping.md). Write a solution for {slug} to be ranked there.")
+    return f"{label} has no equivalent problem here yet (no problem lists it in pkb_ids)"
 
 
 def plans_from_pkb(entries: list[Entry]) -> list[FilePlan]:
@@ -66,8 +78,7 @@ def _plan(entry: Entry, index: dict[int, list[str]], refs: dict[int, str]) -> Fi
         return plan.refuse("missing_solution", "the file defines no top-level `solution`")
     slugs = index.get(parsed.pkb_id, [])
     if not slugs:
-        return plan.refuse("unmapped", f"{label} has no equivalent problem here yet "
-                           "(no problem lists it in pkb_ids)")
+        return plan.refuse("unmapped", unmapped_message(label, parsed.pkb_id))
     plan.problem = slugs[0]
     if parsed.backend == "parallelkittens":
         return plan.refuse("needs_thunderkittens", "a ParallelKittens file: it builds against "

@@ -13,7 +13,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from portal.catalog.models import Hardware
 from portal.lib import production_up, stack
@@ -21,6 +21,24 @@ from portal.submissions.importing import enqueue_baselines
 from portal.submissions.tasks import reap_stuck
 
 DEMO_USER, DEMO_PASSWORD = "demo", "demo-pkb-local"  # a local account; pkb_up is not production
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Stop before anything starts (or any banner says the site is up) when the port is taken,
+    most often by a `make up` still running in another terminal."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        # as runserver and gunicorn bind: connections of a stopped server still in TIME_WAIT
+        # must not count as taken, only a socket that listens there now
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            reach = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+            raise CommandError(
+                f"port {port} on {host} is taken ({exc.strerror}): another `make up` may be "
+                f"running; http://{reach}:{port}/ shows what answers there. Stop it (Ctrl-C in its "
+                f"terminal), or start this one on another port: `PKB_PORT={port + 1} make up` "
+                f"(or `.venv/bin/python manage.py pkb_up --port {port + 1}`).") from None
 
 
 class Command(BaseCommand):
@@ -39,6 +57,7 @@ class Command(BaseCommand):
                                  "worker per CPU hardware queue, the reaper (make prod)")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        check_port_free(options["host"], options["port"])
         if options["production"]:
             return self._production(options)
         reach = "127.0.0.1" if options["host"] in ("0.0.0.0", "::") else options["host"]
