@@ -104,13 +104,16 @@ cleanup() {
   done
 }
 
-# The worker's sandbox makes user, mount, PID and network namespaces inside the container. Two
-# things of podman's defaults stop it: the masked /proc paths (the kernel refuses a fresh /proc
-# over a /proc with hidden parts) and the seccomp rule that allows sethostname only with
-# CAP_SYS_ADMIN. The container keeps no capability and runs as the image's non-root user.
+# The worker's sandbox makes user, mount, PID and network namespaces inside the container. Three
+# of podman's defaults stop it: the masked /proc paths (the kernel refuses a fresh /proc over a
+# /proc with hidden parts), the seccomp rule that allows sethostname only with CAP_SYS_ADMIN, and
+# the missing CAP_SYS_PTRACE: the evaluator reads a side's outputs through /proc/<init>/root, and
+# the side's init is not dumpable, which a non-root evaluator may read only with that capability
+# (without it every evaluation fails: "the outputs of timed calls [...] were expected, found []").
+# The container runs as the image's non-root user; podman makes the capability ambient for it.
 sandbox_options() {
   python3 scripts/container/seccomp_profile.py /usr/share/containers/seccomp.json "$STATE/seccomp.json"
-  SANDBOX=(--security-opt 'unmask=/proc/*' --security-opt "seccomp=$STATE/seccomp.json")
+  SANDBOX=(--security-opt 'unmask=/proc/*' --security-opt "seccomp=$STATE/seccomp.json" --cap-add SYS_PTRACE)
 }
 
 check_refusal() {
