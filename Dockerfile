@@ -13,15 +13,17 @@ FROM ${BASE} AS deps
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 # The CPU build, pinned with its +cpu label so that pip fails rather than pull PyPI's CUDA build
 # (gigabytes). Elsewhere it comes from PyTorch's CPU index; where it lies on disk, pass
-# TORCH_INDEX_URL= (empty) and PIP_FIND_LINKS=<a folder mounted into the build> instead.
+# TORCH_INDEX_URL= (empty) and PIP_FIND_LINKS=<a folder mounted into the build> instead. A GPU
+# worker's image sets TORCH_VERSION, TORCH_VARIANT (cu130) and the index (docs/portal.md).
 # PIP_CERT names a CA bundle mounted into the build, for a network that inspects TLS.
 ARG TORCH_VERSION=2.13.0
+ARG TORCH_VARIANT=cpu
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
 ARG PIP_FIND_LINKS
 ARG PIP_INDEX_URL
 ARG PIP_CERT
 RUN python3 -m venv /opt/pkb \
- && /opt/pkb/bin/pip install ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "torch==${TORCH_VERSION}+cpu"
+ && /opt/pkb/bin/pip install ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "torch==${TORCH_VERSION}+${TORCH_VARIANT}"
 COPY pyproject.toml scripts/container/requirements.py /tmp/pkb/
 # tzdata: kombu needs the UTC zone at import and finds none on a base without the system's
 # time-zone files (a minimal Debian, newer slim images).
