@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
 
-.PHONY: install up prod test test-fast lint
+.PHONY: install up prod test test-fast test-image lint
 
 install: $(STAMP)
 
@@ -42,3 +42,10 @@ test: install
 
 test-fast: install
 	$(PY) -m pytest -m "not slow and not browser and not services"
+
+# The container images (Dockerfile) built with podman from a local Debian base and checked end to
+# end: the site against this machine's PostgreSQL and Redis, a CPU worker with its sandbox on, one
+# upload judged. Needs root, podman, runc and mmdebstrap (.ci/run installs them); minutes, so
+# not part of `make test`, whose tests/test_container_image.py checks the Dockerfile without a build.
+test-image:
+	scripts/container/build_and_run.sh

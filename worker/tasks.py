@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import sys
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -99,8 +100,17 @@ def _post(job: EvalJob, config: WorkerConfig, payload: dict[str, Any], outcome: 
 
 @worker_init.connect
 def refuse_to_start_unconfined(**_: Any) -> None:
-    """A worker that cannot confine candidates does not take jobs unless its operator said so."""
-    confinement.sandbox_flags(WorkerConfig())
+    """A worker that cannot confine candidates does not start unless its operator said so.
+
+    Celery logs and drops an exception a signal handler raises (the worker would start and
+    refuse each job), so the refusal leaves the process with SystemExit, which it lets through.
+    """
+    try:
+        confinement.sandbox_flags(WorkerConfig())
+    except confinement.SandboxUnavailable as exc:
+        log.critical("%s", exc)
+        print(f"pkb worker: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
 
 
 @worker_ready.connect

@@ -52,3 +52,30 @@ def test_a_refused_job_is_reported_to_the_portal_not_run(monkeypatch):
     assert tasks.evaluate_job(job.to_payload(), WorkerConfig()) == "refused"
     assert posted[-1][0].endswith("/7/report/")
     assert "refused the job" in posted[-1][1]["error"] and "no user namespaces" in posted[-1][1]["error"]
+
+
+# The portal's Django fixup also listens, and warns when the signal comes without a worker.
+@pytest.mark.filterwarnings("ignore::celery.fixups.django.FixupWarning")
+def test_a_worker_that_cannot_confine_does_not_start(monkeypatch, capsys):
+    from celery.signals import worker_init
+
+    from worker import tasks
+
+    monkeypatch.setattr(confinement, "unavailable_reason", lambda: "no user namespaces")
+    monkeypatch.delenv("PKB_WORKER_ALLOW_UNSANDBOXED", raising=False)
+    # Sent the way Celery sends it: an ordinary exception would be logged and the worker go on.
+    with pytest.raises(SystemExit) as stopped:
+        worker_init.send(sender=None)
+    assert stopped.value.code == 2 and tasks.refuse_to_start_unconfined is not None
+    assert "cannot confine candidate code (no user namespaces)" in capsys.readouterr().err
+
+
+@pytest.mark.filterwarnings("ignore::celery.fixups.django.FixupWarning")
+def test_an_operator_override_lets_the_worker_start(monkeypatch):
+    from celery.signals import worker_init
+
+    import worker.tasks  # noqa: F401  (connects the handler)
+
+    monkeypatch.setattr(confinement, "unavailable_reason", lambda: "no user namespaces")
+    monkeypatch.setenv("PKB_WORKER_ALLOW_UNSANDBOXED", "1")
+    assert all(not isinstance(answer, BaseException) for _, answer in worker_init.send(sender=None))
