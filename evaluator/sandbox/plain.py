@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .box import OutputRules, RankLaunch, copy_regular_files
+from ..judge.liveness import descendants
 from .watch import task_state
 
 
@@ -118,24 +119,7 @@ class PlainBox:
 
 
 def _descendants(root: int) -> list[int]:
-    """``root`` and every process below it (through each thread's children)."""
-    found, pending = [], [root]
-    while pending:
-        pid = pending.pop()
-        if pid in found:
-            continue
-        found.append(pid)
-        try:
-            tasks = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        for tid in tasks:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/children") as handle:
-                    pending += [int(c) for c in handle.read().split()]
-            except OSError:
-                pass
-    return found
+    return descendants([root])
 
 
 def _stopped(pid: int) -> bool:

@@ -13,6 +13,16 @@ from evaluator.config import EvalConfig, Limits
 SOLUTIONS = Path(__file__).resolve().parents[2] / "solutions" / "broken"
 # Short limits keep the deadlock tests quick; real evaluations use the defaults.
 TEST_LIMITS = Limits(startup_s=120.0, step_s=8.0, total_s=240.0)
+# Attacks on the judge, each written as a hostile submitter would (test_judge_*.py).
+HOSTILE = Path(__file__).resolve().parent / "hostile"
+
+
+def run_hostile(name: str, **overrides: Any) -> dict[str, Any]:
+    """One attack on all-reduce at world size 2 on CPU, two trials."""
+    values: dict[str, Any] = dict(problem="all-reduce", solution_path=HOSTILE / f"{name}.py", world_size=2,
+                                  device="cpu", size="small", trials=2, limits=TEST_LIMITS)
+    values.update(overrides)
+    return dict(evaluate(EvalConfig(**values)))
 
 
 @pytest.fixture

@@ -3,21 +3,11 @@ sandbox on and, in `make test`, off): each attack is written as a submitter woul
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from evaluator.api import evaluate
-from evaluator.config import EvalConfig
-
-from .conftest import TEST_LIMITS
-
-HOSTILE = Path(__file__).resolve().parent / "hostile"
 
 
-def run(name: str, **overrides) -> dict:
-    values = dict(problem="all-reduce", solution_path=HOSTILE / f"{name}.py", world_size=2, device="cpu",
-                  size="small", trials=2, limits=TEST_LIMITS)
-    values.update(overrides)
-    return dict(evaluate(EvalConfig(**values)))
+from .conftest import run_hostile
+
+run = run_hostile
 
 
 def test_a_cache_keyed_on_input_values_never_answers_a_checked_timed_call():

@@ -6,24 +6,14 @@ from __future__ import annotations
 
 import resource
 import time
-from pathlib import Path
 
 import pytest
 
-from evaluator.api import evaluate
-from evaluator.config import EvalConfig
 
-from .conftest import SOLUTIONS, TEST_LIMITS
+from .conftest import SOLUTIONS, run_hostile
 
 pytestmark = pytest.mark.slow
-HOSTILE = Path(__file__).resolve().parent / "hostile"
-
-
-def run(name: str, **overrides) -> dict:
-    values = dict(problem="all-reduce", solution_path=HOSTILE / f"{name}.py", world_size=2, device="cpu",
-                  size="small", trials=2, limits=TEST_LIMITS)
-    values.update(overrides)
-    return dict(evaluate(EvalConfig(**values)))
+run = run_hostile
 
 
 def failed_as(report: dict, failure_class: str, where: str = "") -> str:
