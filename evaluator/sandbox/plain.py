@@ -2,8 +2,10 @@
 
 For hosts without user namespaces, where an operator chose to run anyway; reports say
 ``sandbox: off``. Ranks still get the clean environment and a private work directory, and each
-runs in its own process session so that a kill takes what it started with it (``setsid`` escapes
-that: only the confined box promises that nothing outlives a side).
+runs in its own process session so that a kill takes what it started with it; a rank reaps its
+orphans, so what it detached (``setsid``, a double fork) is still found below it and stopped too,
+unless candidate code undoes that in its own process: only the confined box promises that nothing
+outlives a side.
 """
 
 from __future__ import annotations
@@ -92,6 +94,13 @@ class PlainBox:
     def stop(self, grace_s: float = 2.0) -> None:
         for sig in (signal.SIGTERM, signal.SIGKILL):
             live = [p for p in self.processes.values() if p.poll() is None]
+            # Detached descendants first (their own session, out of the rank's group): while the
+            # rank lives they are still below it (it reaps its orphans, rank_main).
+            for pid in [pid for p in live for pid in _descendants(p.pid) if pid != p.pid]:
+                try:
+                    os.kill(pid, sig)
+                except (ProcessLookupError, PermissionError):
+                    pass
             for process in live:
                 try:
                     os.killpg(process.pid, sig)

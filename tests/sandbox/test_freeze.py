@@ -71,6 +71,8 @@ def test_a_frozen_side_uses_no_cpu_until_it_is_thawed(confined):
             box.thaw()
             time.sleep(0.5)
             assert cpu_ticks(spinners) > frozen
+            box.stop()
+            assert not marked(MARKER), "a detached process outlived its side"
         finally:
             box.stop()
             box.close()
