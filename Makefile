@@ -53,7 +53,8 @@ test: install
 		$(foreach f,$(CONFINEMENT_BLIND),--ignore=tests/evaluator/$(f).py)
 
 # The long scenarios: a worker killed mid-evaluation, services that crash and come back, runs
-# from creation to scores through a live server, the PKB import end to end, the attack suite.
+# from creation to scores through a live server, the PKB import end to end, every PKB adapter,
+# the sandbox's attack suite.
 test-long: install
 	$(PY) -m pytest -m long
 
