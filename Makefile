@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
 
-.PHONY: install up prod test test-fast test-image lint
+.PHONY: install up prod test test-long test-fast test-image lint
 
 install: $(STAMP)
 
@@ -34,14 +34,33 @@ var/secret_key:
 prod: install var/secret_key
 	$(PROD_ENV) $(PY) manage.py pkb_up --production
 
-# The whole suite with the sandbox on, then the judge's own tests again with it off: verdicts
-# must not depend on a host's ability to confine.
+# Every test but the long scenarios (marker `long`: make test-long runs them, and CI runs both),
+# with the sandbox on; then tests/evaluator again with it off: verdicts must not depend on a host's
+# ability to confine. Unconfined, an evaluation differs only in how its ranks start and die
+# (evaluator/sandbox/plain.py) and in the re-hash of the candidate's outputs (evaluator/outputs.py).
+# The second pass leaves out what would run the same code again (docs/tests.md says why for each):
+# files that judge values in this process or in an mp.spawn group no sandbox touches, argument
+# parsing, one that runs both modes itself (test_confinement), and judging of values whose
+# verdict no launch path changes. tests/worker, which it used to run too, runs a stand-in for
+# `pkb eval` and never reaches the switch. A new file in tests/evaluator runs both ways.
+CONFINEMENT_BLIND = test_accuracy test_compare test_stats test_cli test_cli_probe \
+	test_paired_timing test_confinement test_exact_judging test_decision_band \
+	test_lossy_candidates test_sweep test_judge_buffers
+
 test: install
-	$(PY) -m pytest
-	$(PY) -m pytest -q --sandbox=off tests/evaluator tests/worker
+	$(PY) -m pytest -m "not long"
+	$(PY) -m pytest -q --sandbox=off -m "not long" tests/evaluator \
+		$(foreach f,$(CONFINEMENT_BLIND),--ignore=tests/evaluator/$(f).py)
+
+# The long scenarios: a worker killed mid-evaluation, services that crash and come back, runs
+# from creation to scores through a live server, the PKB import end to end, every PKB adapter,
+# the sandbox's attack suite, and the attacks on the judge (docs/judge.md), sandbox on and off.
+test-long: install
+	$(PY) -m pytest -m long
+	$(PY) -m pytest -q --sandbox=off -m long tests/evaluator/test_judge_outside.py
 
 test-fast: install
-	$(PY) -m pytest -m "not slow and not browser and not services"
+	$(PY) -m pytest -m "not slow and not browser and not services and not long"
 
 # The container images (Dockerfile) built with podman from a local Debian base and checked end to
 # end: the site against this machine's PostgreSQL and Redis, a CPU worker with its sandbox on, one

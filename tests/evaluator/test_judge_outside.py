@@ -1,6 +1,6 @@
 """The judge outside the candidate (docs/judge.md): one attack per class of the judge issue, each
-written as a hostile submitter would, run with the sandbox on and (in `make test`) off. None may
-pass, and none may gain time."""
+written as a hostile submitter would, run with the sandbox on and off (`make test-long`, which CI
+runs). None may pass, and none may gain time."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from .conftest import SOLUTIONS, run_hostile
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 run = run_hostile
 
 

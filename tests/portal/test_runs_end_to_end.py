@@ -21,7 +21,7 @@ from .conftest import VALID_SOURCE, wait_for
 from .runs_helpers import (CATALOG, PKB_DIR, TEST_PKB_INDEX, hand_scores, load_problems, pack,
                            pkb_files)
 
-pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.long, pytest.mark.django_db(transaction=True)]
 
 WRONG_ALL_REDUCE = VALID_SOURCE.replace("return out", "return out * 2")
 GATHER = ("import torch\nimport torch.distributed as dist\n\n\n"

@@ -29,7 +29,8 @@ from .conftest import (HOST_HOME, REPO, assert_untouched, clean_up, connections,
                        processes_left, processes_with, run_attack)
 
 # Every attack here needs the sandbox: unconfined, several would damage the host running them.
-pytestmark = pytest.mark.confined
+# Each is a whole confined evaluation, several exhaust a limit on purpose: `make test-long` runs them.
+pytestmark = [pytest.mark.confined, pytest.mark.long]
 
 GiB, MiB = 2**30, 2**20
 

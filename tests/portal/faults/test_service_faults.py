@@ -30,6 +30,7 @@ from .services import (REPO, WEB_PORTS, PrivatePostgres, PrivateRedis, Proc, htt
 pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.timeout(300)]
 
 
+@pytest.mark.long
 def test_a_redis_crash_loses_no_queued_job(tmp_path: Path, private_redis: PrivateRedis,
                                            submit_to: Any, cpu_hardware: Any, all_reduce: Any,
                                            live_server: Any) -> None:
@@ -78,6 +79,7 @@ def collected_static(tmp_path_factory: Any) -> Path:
     return root
 
 
+@pytest.mark.long
 def test_a_postgres_restart_answers_503_then_recovers(tmp_path: Path, private_postgres: PrivatePostgres,
                                                      collected_static: Path) -> None:
     broker = settings.CELERY_BROKER_URL  # this session's own Redis database (cache, throttles)
@@ -109,6 +111,7 @@ def test_a_postgres_restart_answers_503_then_recovers(tmp_path: Path, private_po
         assert http("GET", f"{base}/")[0] == 200
 
 
+@pytest.mark.long
 def test_the_reaper_fails_a_stuck_submission_and_the_user_sees_why(
         tmp_path: Path, no_dispatch: list[int], owner: Any, cpu_hardware: Any, all_reduce: Any,
         test_database_url: str, client: Any) -> None:
@@ -140,6 +143,7 @@ def _multipart(fields: dict[str, str], source: bytes, boundary: str = "pkbfaultb
     return b"".join(parts) + f"--{boundary}--\r\n".encode()
 
 
+@pytest.mark.long
 def test_a_web_process_killed_during_an_upload_stores_and_queues_nothing(
         tmp_path: Path, private_redis: PrivateRedis, owner: Any, cpu_hardware: Any,
         all_reduce: Any, test_database_url: str) -> None:

@@ -16,7 +16,7 @@ from ..conftest import VALID_SOURCE
 from .conftest import CANDIDATES, start_worker
 from .services import WEB_PORTS, Proc, alive, descendants, http, production_env, running, wait_until
 
-pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.long, pytest.mark.timeout(300)]
 
 
 def test_a_worker_killed_mid_evaluation_is_redelivered_with_one_result(
