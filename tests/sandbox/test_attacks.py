@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import secrets
 import shutil
 import site
@@ -230,8 +231,10 @@ def test_output_files_replaced_by_symlinks_are_not_followed(attack, secret, tmp_
     assert secret not in outcome.text
     assert "root:x:0:0" not in outcome.text
     assert secret_file.read_text() == secret
-    assert outcome.failure_class == "protocol_violation", outcome
-    assert "no readable outputs" in outcome.message
+    # On CPU the judge reads its own copies of the outputs (docs/judge.md), never the side's files,
+    # so the links change nothing; where files are read (GPUs), links are skipped and reported.
+    assert outcome.verdict == "pass" or (outcome.failure_class == "protocol_violation"
+                                         and "no readable outputs" in outcome.message), outcome
 
 
 # -- resources ----------------------------------------------------------------------------------
@@ -289,7 +292,8 @@ def test_filling_the_disk_ends_the_side_as_a_resource_limit(attack, marker):
 def test_allocating_100_gb_ends_the_side_as_a_resource_limit(attack):
     outcome = attack("memory_100gb")
     assert outcome.failure_class == "resource_limit", outcome
-    assert "64 GiB of host memory" in outcome.message
+    # The limit per rank fits the host (api.fit_to_host): at most 64 GiB, less on a smaller host.
+    assert re.search(r"[\d.]+ GiB of host memory", outcome.message), outcome
     assert outcome.seconds < 60
 
 
