@@ -35,7 +35,9 @@ CLASSES: list[tuple[str, str]] = [
     (".venv/bin/pkb check-references", "minutes"),  # every reference at two world sizes
     (".venv/bin/pkb probe --device cuda", "gpu"),
     (".venv/bin/python scripts/exact/calibration.py", "minutes"),
+    (".venv/bin/python scripts/bench/freeze_cost.py", "run"),  # 30 freezes of a two-rank side
     (".venv/bin/python scripts/bench/", "services"),  # a PostgreSQL database of 100,000 rows
+    (".venv/bin/python scripts/container/", "setup"),  # writes a container runtime's profile
     (".venv/bin/python -m gunicorn", "services"),
     (".venv/bin/python -m pytest", "services"),
     (".venv/bin/python manage.py pkb_up", "services"),  # serves until stopped
