@@ -92,7 +92,7 @@ def seed_board(directory: Path, root: Path, pkb_dirs: Path | None = None) -> Boa
         for (run_dir, hardware), group in sorted(groups.items()):
             try:
                 run = _run_for(rel, run_dir, hardware, group, result)
-            except (ValueError, Hardware.DoesNotExist) as exc:
+            except ValueError as exc:
                 result.errors.append(f"{rel} {run_dir}: {exc}")
                 continue
             for row in sorted(group, key=lambda r: (r["pkb_id"] or 0, r["file"])):
@@ -133,7 +133,10 @@ def provenance_note(run_dir: str, hardware: Hardware, rows: list[dict[str, Any]]
 def _run_for(rel: str, run_dir: str, hardware_slug: str, rows: list[dict[str, Any]],
              result: BoardSeed) -> Run:
     """The run of one directory on one hardware, with the fields ``runs/pkb-import/`` gives it."""
-    hardware = Hardware.objects.get(slug=hardware_slug)
+    hardware = Hardware.objects.filter(slug=hardware_slug).first()
+    if hardware is None:
+        raise ValueError(f"no hardware {hardware_slug!r}: commit its profile, hardware/"
+                         f"{hardware_slug}.json (pkb probe on that host), with its results")
     parsed = names.parse_run_dir(run_dir)
     note = provenance_note(run_dir, hardware, rows, rel)
     run = Run.objects.filter(seeded_from=rel, imported_from=run_dir, hardware=hardware).first()

@@ -122,3 +122,11 @@ def test_a_line_without_its_provenance_is_refused_by_name(tmp_path: Path) -> Non
     result = seed_board(tmp_path, tmp_path)
     assert [e.split(":")[0] for e in result.errors] == ["x-results.jsonl", "y-results.jsonl"]
     assert not Run.objects.exists()
+
+
+def test_results_of_hardware_without_a_profile_are_refused_by_name(tmp_path: Path) -> None:
+    row = json.loads(RESULTS.read_text().splitlines()[0])
+    (tmp_path / "h999-results.jsonl").write_text(json.dumps({**row, "hardware": "h999-x2"}) + "\n")
+    result = seed_board(tmp_path, tmp_path)
+    assert len(result.errors) == 1 and "no hardware 'h999-x2'" in result.errors[0]
+    assert "hardware/h999-x2.json" in result.errors[0] and not Run.objects.exists()
