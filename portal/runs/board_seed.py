@@ -15,7 +15,9 @@ the same key replaces an earlier one only in the file (the batch's rule), not in
 The board files' sources are not committed (they are ParallelKernelBench's model outputs);
 where a copy of the directories is given (``pkb_dirs``) and its file is the one evaluated
 (same sha256 before and after wrapping), the submission keeps the exact evaluated source,
-otherwise a line saying which file it was.
+otherwise a line saying which file it was. The import's note on a file (it relies on NVLink
+multicast; it is evaluated in another dtype) is the line's ``import_message`` where the batch
+recorded it, else worked out again here (the multicast part only with the source at hand).
 """
 
 from __future__ import annotations
@@ -198,6 +200,8 @@ def _add_sample(run: Run, row: dict[str, Any], label: str, pkb_dirs: Path | None
         raise ValueError(f"the run already has its k = {run.k} sample of {key} from another file")
     text, message = _evaluated_source(row, sha, pkb_dirs)
     dtype, dtype_note = evaluation_dtype(run.precision, version)
+    if "import_message" in row:  # the import's own note, as stored then (batches since this field)
+        message, dtype_note = str(row["import_message"] or ""), ""
     setting = reports.mapping(report, "setting") if finished else {}
     sub = Submission(
         user=system_user(), model=run.model, problem_version=version, hardware=run.hardware,

@@ -17,6 +17,7 @@ from portal.catalog.services import load_catalog
 from portal.runs import presenters
 from portal.runs.board_seed import load_rows, seed_board
 from portal.runs.models import Run, RunSample
+from portal.runs.pkb.importer import MULTICAST_NOTE
 from portal.runs.pkb.names import parse_run_dir
 from portal.runs.scoring import SCORED_P
 from portal.submissions.models import Submission
@@ -109,6 +110,16 @@ def test_a_later_batch_adds_its_lines_and_a_second_seed_adds_nothing(catalog: No
     assert not again.added and len(again.unchanged) == len(lines) and not again.errors
     assert Run.objects.count() == 1 and Submission.objects.count() == len(lines)
     assert f"{len(lines)} files evaluated" in Run.objects.get().note
+
+
+@pytest.mark.slow
+def test_the_imports_note_recorded_by_the_batch_names_a_multicast_failure(catalog: None,
+                                                                         tmp_path: Path) -> None:
+    row = next(r for r in load_rows(RESULTS).values() if r["failure_class"] == "runtime_error")
+    (tmp_path / RESULTS.name).write_text(json.dumps({**row, "import_message": MULTICAST_NOTE}) + "\n")
+    assert not seed_board(tmp_path, tmp_path).errors
+    sample = RunSample.objects.get()
+    assert sample.message == MULTICAST_NOTE and presenters.verdict_class(sample) == "needs_multicast"
 
 
 def test_a_line_without_its_provenance_is_refused_by_name(tmp_path: Path) -> None:
