@@ -18,6 +18,15 @@ def runs_tables(hardware: Hardware) -> list:
     return [runs_table(runs)] if runs else []
 
 
+def seeded_runs(hardware: Hardware) -> list:
+    """Runs seeded from committed results (portal/runs/board_seed.py): the page says where
+    their numbers come from."""
+    from portal.runs.models import Run
+
+    return list(Run.objects.filter(hardware=hardware).exclude(seeded_from="")
+                .select_related("model").order_by("pk"))
+
+
 def _hardware(request: HttpRequest) -> Hardware | None:
     slug = request.GET.get("hardware")
     if not slug:
@@ -42,7 +51,8 @@ def models(request: HttpRequest) -> HttpResponse:
         runs = runs_tables(hardware)  # not cached: a run can start before any result lands
         if response := maybe_export(request, board["tables"] + runs):
             return response
-        context.update(board, runs_tables=runs, board_generation=cache.generation())
+        context.update(board, runs_tables=runs, seeded_runs=seeded_runs(hardware),
+                       board_generation=cache.generation())
     return render(request, "leaderboards/models.html", context)
 
 

@@ -33,6 +33,9 @@ class Run(models.Model):
     link = models.URLField(blank=True, max_length=500)
     imported_from = models.CharField(max_length=300, blank=True,
                                      help_text="the ParallelKernelBench directory it came from")
+    seeded_from = models.CharField(max_length=300, blank=True,
+                                   help_text="the committed results file it was seeded from "
+                                             "(portal/runs/board_seed.py); blank: a run made here")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -112,7 +112,7 @@ def _hardware_for(report: dict[str, Any]) -> Hardware:
                                    world_size=ws, profile={"id": profile_id, "unpublished": True})
 
 
-def _version_for(report: dict[str, Any]) -> ProblemVersion:
+def version_for(report: dict[str, Any]) -> ProblemVersion:
     ref = reports.mapping(report, "problem")
     problem = Problem.objects.filter(slug=ref.get("slug")).first()
     if problem is None:
@@ -128,7 +128,7 @@ def import_report(path: Path, index: int, report: dict[str, Any], meta: dict[str
                   label: str) -> bool:
     if Submission.objects.filter(import_path=label).exists():
         return False
-    version, hardware = _version_for(report), _hardware_for(report)
+    version, hardware = version_for(report), _hardware_for(report)
     name, provider = _model_of(report, meta)
     model = get_model(name, provider)
     setting = reports.mapping(report, "setting")

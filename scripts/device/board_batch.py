@@ -38,6 +38,7 @@ class Item:
     pkb_id: int | None
     problem: str | None
     sha256: str
+    message: str = ""  # the import's note on the file (e.g. it relies on NVLink multicast)
     submission: int | None = None
     queued: float = 0.0
 
@@ -94,7 +95,8 @@ def accepted_files(portal: Portal, dirs: list[Path], hardware: str, limit: int,
         for f in answer["files"]:
             if f["status"] == "accepted" and (not match or any(m in f["name"] for m in match)):
                 sha = hashlib.sha256((directory / f["name"]).read_bytes()).hexdigest()
-                items.append(Item(directory, f["name"], f["pkb_id"], f["problem"], sha))
+                items.append(Item(directory, f["name"], f["pkb_id"], f["problem"], sha,
+                                  f.get("message") or ""))
     return items[:limit] if limit else items
 
 
@@ -108,7 +110,8 @@ def seconds_between(start: str | None, end: str | None) -> float | None:
 
 def result_row(item: Item, sub: dict[str, Any], provenance: dict[str, Any]) -> dict[str, Any]:
     return {"key": item.key, "directory": item.directory.name, "file": item.name, "pkb_id": item.pkb_id,
-            "problem": item.problem, "source_sha256": item.sha256, "model": sub.get("model"),
+            "problem": item.problem, "source_sha256": item.sha256, "import_message": item.message,
+            "model": sub.get("model"),
             "status": sub["status"], "verdict": sub.get("verdict"), "failure_class": sub.get("failure_class"),
             "speedup": sub.get("speedup"), "speedup_low": sub.get("speedup_low"),
             "speedup_high": sub.get("speedup_high"), "status_reason": sub.get("status_reason"),

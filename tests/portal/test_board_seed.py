@@ -1,0 +1,143 @@
+"""seed puts the committed GPU board results (docs/measurements/board) on the model leaderboard
+as runs, with the numbers their reports gave and where they come from."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.test import Client
+
+from portal.catalog.services import load_catalog
+from portal.runs import presenters
+from portal.runs.board_seed import load_rows, seed_board
+from portal.runs.models import Run, RunSample
+from portal.runs.pkb.importer import MULTICAST_NOTE
+from portal.runs.pkb.names import parse_run_dir
+from portal.runs.scoring import SCORED_P
+from portal.submissions.models import Submission
+
+pytestmark = pytest.mark.django_db
+ROOT = Path(__file__).parents[2]
+BOARD = ROOT / "docs" / "measurements" / "board"
+RESULTS = BOARD / "h100-x2-nvlink-results.jsonl"
+
+
+@pytest.fixture
+def catalog(db: None) -> None:
+    """The whole catalog and hardware, as seed loads them (about 15 s: the tests using it are slow)."""
+    load_catalog(settings.PKB_PROBLEMS_PACKAGE, settings.PKB_HARDWARE_DIR)
+
+
+def by_directory() -> dict[str, list[dict[str, Any]]]:
+    found: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in load_rows(RESULTS).values():
+        found[row["directory"]].append(row)
+    return found
+
+
+def expected_fast_p(rows: list[dict[str, Any]], p: float) -> float:
+    """fast_p over the run's problems, from the file: a pass whose interval's lower end (its
+    point speedup without one) is above p; every PKB problem its own problem (k = 1)."""
+    problems = {(r["problem"], r["pkb_id"]) for r in rows}
+    fast = {(r["problem"], r["pkb_id"]) for r in rows if r["verdict"] == "pass" and
+            (p == 0 or (r["speedup_low"] if r["speedup_low"] is not None else r["speedup"]) > p)}
+    return len(fast) / len(problems)
+
+
+@pytest.mark.slow
+def test_each_directory_becomes_a_scored_run_with_its_provenance(catalog: None) -> None:
+    result = seed_board(BOARD, ROOT)
+    assert not result.errors
+    groups = by_directory()
+    assert len(result.added) == sum(len(rows) for rows in groups.values())
+    page = Client().get("/leaderboard/", {"hardware": "h100-x2-nvlink"}).content.decode()
+    for directory, rows in groups.items():
+        run = Run.objects.get(imported_from=directory, hardware__slug="h100-x2-nvlink")
+        assert run.model.name == parse_run_dir(directory).model and run.k == 1
+        assert run.seeded_from == "docs/measurements/board/h100-x2-nvlink-results.jsonl"
+        assert run.samples.filter(status=RunSample.ACCEPTED).count() == len(rows)
+        row = next(r for r in presenters.runs_table([run]).rows if r["run"] == run.pk)
+        passes = sum(r["verdict"] == "pass" for r in rows)
+        assert row["correct"] == passes and row["problems"] == len(rows)
+        assert row["pass_at_k"] == pytest.approx(passes / len(rows))
+        for p in SCORED_P:
+            assert row[f"fast_{p:g}".replace(".", "_")] == pytest.approx(expected_fast_p(rows, p))
+        assert row["fast_1_at_k"] == pytest.approx(expected_fast_p(rows, 1.0))
+        assert row["complete"] == "yes"
+        for fact in {r["git"] for r in rows} | {r["host"] for r in rows}:
+            assert fact in page
+        assert f'href="/runs/{run.pk}/"' in page
+    assert "sandbox on" in page and "written for H100 x8 by their authors" in page
+    models_table = page.split('data-table="models"', 1)[1].split("data-table=", 1)[0]
+    for directory in groups:  # the models table too, not only the runs'
+        assert f'<td class="text">{parse_run_dir(directory).model}</td>' in models_table
+
+
+@pytest.mark.slow
+def test_a_sample_keeps_the_report_the_gpu_gave(catalog: None) -> None:
+    seed_board(BOARD, ROOT)
+    for row in load_rows(RESULTS).values():
+        sub = Submission.objects.get(import_path=f"docs/measurements/board/{RESULTS.name}#{row['key']}")
+        assert (sub.status, sub.verdict, sub.failure_class) == (row["status"], row["verdict"],
+                                                               row["failure_class"])
+        assert sub.speedup == row["speedup"] and sub.speedup_low == row["speedup_low"]
+        assert sub.report == row["submission"]["report"] and sub.origin == "import"
+        assert sub.source_sha256 == row["submission"]["report"]["solution"]["sha256"]
+        assert sub.run_sample.pkb_id == row["pkb_id"] and sub.run_sample.name == row["file"]
+
+
+@pytest.mark.slow
+def test_a_later_batch_adds_its_lines_and_a_second_seed_adds_nothing(catalog: None,
+                                                                     tmp_path: Path) -> None:
+    board = tmp_path / "docs" / "measurements" / "board"
+    board.mkdir(parents=True)
+    lines = RESULTS.read_text().splitlines(keepends=True)
+    (board / RESULTS.name).write_text("".join(lines[:10]))
+    first = seed_board(board, tmp_path)
+    assert len(first.runs_created) == 1 and len(first.added) == 10
+    assert "10 files evaluated" in Run.objects.get().note
+
+    (board / RESULTS.name).write_text("".join(lines))
+    later = seed_board(board, tmp_path)
+    again = seed_board(board, tmp_path)
+    assert not later.runs_created and len(later.added) == len(lines) - 10
+    assert not again.added and len(again.unchanged) == len(lines) and not again.errors
+    assert Run.objects.count() == 1 and Submission.objects.count() == len(lines)
+    assert f"{len(lines)} files evaluated" in Run.objects.get().note
+
+
+@pytest.mark.slow
+def test_the_imports_note_recorded_by_the_batch_names_a_multicast_failure(catalog: None,
+                                                                         tmp_path: Path) -> None:
+    row = next(r for r in load_rows(RESULTS).values() if r["failure_class"] == "runtime_error")
+    (tmp_path / RESULTS.name).write_text(json.dumps({**row, "import_message": MULTICAST_NOTE}) + "\n")
+    assert not seed_board(tmp_path, tmp_path).errors
+    sample = RunSample.objects.get()
+    assert sample.message == MULTICAST_NOTE and presenters.verdict_class(sample) == "needs_multicast"
+
+
+def test_a_line_without_its_provenance_is_refused_by_name(tmp_path: Path) -> None:
+    row = json.loads(RESULTS.read_text().splitlines()[0])
+    del row["git"], row["submission"]
+    bad = tmp_path / "x-results.jsonl"
+    bad.write_text(RESULTS.read_text().splitlines()[0] + "\n" + json.dumps(row) + "\n")
+    with pytest.raises(ValueError, match="line 2: no git, submission"):
+        load_rows(bad)
+    shutil.copy(bad, tmp_path / "y-results.jsonl")
+    result = seed_board(tmp_path, tmp_path)
+    assert [e.split(":")[0] for e in result.errors] == ["x-results.jsonl", "y-results.jsonl"]
+    assert not Run.objects.exists()
+
+
+def test_results_of_hardware_without_a_profile_are_refused_by_name(tmp_path: Path) -> None:
+    row = json.loads(RESULTS.read_text().splitlines()[0])
+    (tmp_path / "h999-results.jsonl").write_text(json.dumps({**row, "hardware": "h999-x2"}) + "\n")
+    result = seed_board(tmp_path, tmp_path)
+    assert len(result.errors) == 1 and "no hardware 'h999-x2'" in result.errors[0]
+    assert "hardware/h999-x2.json" in result.errors[0] and not Run.objects.exists()
