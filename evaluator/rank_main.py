@@ -102,6 +102,7 @@ def run(job: RankJob, rank: int, channel, commands=None, salt: str = "", buffers
                      compiler_output=error.compiler_output, compile_s=_compile_seconds())
         sys.stdout.flush()
         sys.stderr.flush()
+        _end_descendants()
         os._exit(1)
 
 
@@ -124,6 +125,20 @@ def _reap_orphans() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
     except (OSError, AttributeError):
         pass
+
+
+def _end_descendants() -> None:
+    """Kill what the candidate started before this rank exits: once it is gone, its orphans belong
+    to the host's init. Confined, the side's init kills them anyway; unconfined, this is the last
+    moment they are known (candidate code could skip it, which --no-sandbox accepts)."""
+    from .procs import descendants
+
+    for pid in descendants([os.getpid()]):
+        if pid != os.getpid():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
 
 def _compile_seconds() -> float:
@@ -165,6 +180,7 @@ def main() -> None:
     sys.stderr.flush()
     # Skip interpreter and process-group teardown: destroy_process_group can itself hang, and the
     # parent already has everything it needs.
+    _end_descendants()
     os._exit(0)
 
 

@@ -13,32 +13,12 @@ import os
 import time
 from typing import Iterable
 
+
 # A share of one core the side must use, over windows of at least WINDOW_S, to count as working.
 # Low on purpose: a compiler on a host with other jobs gets a small share, a sleeping rank none.
 BUSY_SHARE = 0.05
 WINDOW_S = 1.0
 _TICK = os.sysconf("SC_CLK_TCK")
-
-
-def descendants(roots: Iterable[int]) -> list[int]:
-    found: list[int] = []
-    pending = list(roots)
-    while pending:
-        pid = pending.pop()
-        if pid in found:
-            continue
-        found.append(pid)
-        try:
-            tasks = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        for tid in tasks:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/children") as handle:
-                    pending += [int(c) for c in handle.read().split()]
-            except OSError:
-                pass
-    return found
 
 
 def cpu_seconds(pids: Iterable[int]) -> float:

@@ -187,7 +187,7 @@ class ConfinedBox:
         """Host ids of every process of the side but the init (whose scans are ours)."""
         if self.init_pid is None:
             return []
-        from ..judge.liveness import descendants
+        from ..procs import descendants
 
         return [pid for pid in descendants([self.init_pid]) if pid != self.init_pid]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .box import OutputRules, RankLaunch, copy_regular_files
-from ..judge.liveness import descendants
+from ..procs import descendants
 from .watch import task_state
 
 
