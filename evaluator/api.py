@@ -252,7 +252,10 @@ class Evaluation:
         try:
             for side in ([timer.cand, timer.ref] if reference_run else [timer.cand]):
                 timer.wait_ready(side)
-                side.run.freeze()
+                if not side.run.freeze():
+                    raise DrivenFailure(side.name, make_failure(
+                        FailureClass.PROTOCOL_VIOLATION,
+                        f"the {side.name}'s processes could not all be stopped after its start"))
             judge.trials(candidate_run, self.seeds)
             if reference_run is not None:
                 paired = timer.run()

@@ -186,6 +186,9 @@ class SideRun(SideDiagnosis):
             state.waiting = False
             state.last_progress = now
             state.deadline = now + within_s if within_s is not None else None
+            if self.buffers is not None:  # a judged side's last command: named in a diagnosis
+                state.command, state.command_limit_s = str(payload.get("cmd", "")), within_s or 0.0
+                state.builds_allowed = False
             if state.command_fd is None:
                 continue
             try:
