@@ -38,7 +38,7 @@ from .job import CHECKED_COPIES, RankJob, TaskSpec, TrialSpec, call_seed
 from .launcher import ProgressHook, SideResult, SideRun, run_side
 from . import scoring
 from .outputs import hashes_if_unconfined, load_candidate_outputs, tampering
-from .paired import DrivenFailure, PairedTimer, PairedTiming, wait_finished
+from .paired import DrivenFailure, PairedTimer, PairedTiming, answered_twice, wait_finished
 from .report import (SCHEMA_VERSION, Failure, FailureClass, RankCheck, Report,
                      Timing, Trial, WallTime, make_failure)
 from .roofline import roofline
@@ -209,23 +209,15 @@ class Evaluation:
             trials, failure = self.judge(workdir)
             return self.report(failure, trials, None, candidate, reference)
 
-    def judged_buffers(self, side: str, calls: int) -> list[RankBuffers]:
-        slot = self.slot_bytes()
-        return [RankBuffers(f"{side}{rank}", calls, self.maker.call_bytes(rank), slot)
-                for rank in range(self.config.world_size)]
-
-    def slot_bytes(self) -> int:
-        call_bytes = max(self.maker.call_bytes(rank) for rank in range(self.config.world_size))
-        return output_capacity(self.problem, self.config.world_size, self.config.size, self.dtype, call_bytes)
-
     def run_judged(self, workdir: Path) -> Report:
         """The candidate never makes an input, holds a clock or writes a file the judge reads:
         the judge feeds it through shared buffers and copies what it returns (judge/driver.py)."""
-        call_bytes = max(self.maker.call_bytes(rank) for rank in range(self.config.world_size))
-        calls = calls_per_block(self.timing, call_bytes, self.slot_bytes())
-        buffers = {"candidate": self.judged_buffers("candidate", calls)}
-        if self.timing is not None:
-            buffers["reference"] = self.judged_buffers("reference", calls)
+        call_bytes = [self.maker.call_bytes(rank) for rank in range(self.config.world_size)]
+        slot = output_capacity(self.problem, self.config.world_size, self.config.size, self.dtype, max(call_bytes))
+        calls = calls_per_block(self.timing, max(call_bytes), slot)
+        sides = ["candidate", "reference"] if self.timing is not None else ["candidate"]
+        buffers = {side: [RankBuffers(f"{side}{rank}", calls, call_bytes[rank], slot)
+                          for rank in range(self.config.world_size)] for side in sides}
         try:
             return self._run_judged(workdir, buffers, calls)
         finally:
@@ -270,12 +262,8 @@ class Evaluation:
         candidate_run.command({"cmd": "finish"}, step_s)
         wait_finished(candidate_run)
         candidate = candidate_run.end()
-        if candidate.ok and candidate_run.duplicate_blocks:
-            block, rank = candidate_run.duplicate_blocks[0]
-            candidate.failure = make_failure(
-                FailureClass.PROTOCOL_VIOLATION,
-                f"rank {rank} answered block {block} twice: something other than the harness wrote to its "
-                "status channel", rank=rank)
+        if candidate.ok and (twice := answered_twice(candidate_run)) is not None:
+            candidate.failure = twice  # the last block's second answer, after the judge stopped waiting
         if not candidate.ok:
             return self.report(candidate.failure, [], None, candidate, reference_run.end() if reference_run else None)
         timed_calls = sorted(judge.checked.kept)

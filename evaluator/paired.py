@@ -98,6 +98,17 @@ class PairedTiming:
         return (self.interval[1] - self.interval[0]) / 2 / self.speedup
 
 
+def answered_twice(run: SideRun) -> Optional[Failure]:
+    """A rank answered one block twice: the harness answers once, so something else that holds
+    the status channel (candidate code, the token from memory) wrote the other."""
+    if not run.duplicate_blocks:
+        return None
+    block, rank = run.duplicate_blocks[0]
+    return make_failure(FailureClass.PROTOCOL_VIOLATION,
+                        f"rank {rank} answered block {block} twice: something other than the harness "
+                        "wrote to its status channel", rank=rank)
+
+
 class DrivenFailure(Exception):
     def __init__(self, side: str, failure: Failure) -> None:
         super().__init__(failure["message"])
@@ -146,12 +157,8 @@ class PairedTimer:
                          within_s=self.step_s + 20 * expected_s)
         self.wait_ready(side)
         wall_ms = (time.perf_counter() - sent) * 1e3
-        if side.run.duplicate_blocks:
-            block, rank = side.run.duplicate_blocks[0]
-            raise DrivenFailure(side.name, make_failure(
-                FailureClass.PROTOCOL_VIOLATION,
-                f"rank {rank} answered timed block {block} twice: something other than the harness "
-                "wrote to its status channel", rank=rank))
+        if (twice := answered_twice(side.run)) is not None:
+            raise DrivenFailure(side.name, twice)
         ranks = len(side.run.ranks)
         events = [side.run.blocks.get((block_id, rank)) for rank in range(ranks)]
         if any(e is None or len(e.get("times_ms") or []) != calls or e.get("first_call") != side.calls

@@ -22,7 +22,7 @@ import torch
 from ..config import TimingConfig
 from ..job import CHECKED_CALLS, call_seed
 from ..launcher import SideRun
-from ..paired import Block, DrivenFailure, PairedTimer, SideBlocks
+from ..paired import Block, DrivenFailure, PairedTimer, SideBlocks, answered_twice
 from ..report import FailureClass, make_failure
 from .buffers import OutputError, RankBuffers, WrittenCall
 from .inputs import InputMaker
@@ -101,12 +101,8 @@ class Judge:
                 f"the {side}'s processes could not all be stopped after its calls (a process that cannot "
                 "be stopped keeps running while the other side is timed)"))
         seconds = time.perf_counter() - started
-        if run.duplicate_blocks:
-            block, rank = run.duplicate_blocks[0]
-            raise DrivenFailure(side, make_failure(
-                FailureClass.PROTOCOL_VIOLATION,
-                f"rank {rank} answered block {block} twice: something other than the harness wrote to its "
-                "status channel", rank=rank))
+        if (twice := answered_twice(run)) is not None:
+            raise DrivenFailure(side, twice)
         return seconds
 
     # -- what the judge reads back ------------------------------------------------------------
