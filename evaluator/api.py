@@ -31,14 +31,14 @@ from problems.spec import _derive_seed, dtype_name
 
 from . import __version__
 from .compare import compare_outputs, describe
-from .config import EvalConfig, Limits, ResourceLimits, TimingConfig
+from .config import EvalConfig, Limits, ResourceLimits
 from .digest import outputs_digest
 from .exact import exact_path, load_exact, room_for_exact
 from .job import CHECKED_COPIES, RankJob, TaskSpec, TrialSpec, call_seed
 from .launcher import ProgressHook, SideResult, SideRun, run_side
 from . import scoring
 from .outputs import hashes_if_unconfined, load_candidate_outputs, tampering
-from .paired import DrivenFailure, PairedTimer, PairedTiming, answered_twice, wait_finished
+from .paired import DrivenFailure, PairedTimer, PairedTiming, answered_twice, wait_finished, wait_started
 from .report import (SCHEMA_VERSION, Failure, FailureClass, RankCheck, Report,
                      Timing, Trial, WallTime, make_failure)
 from .roofline import roofline
@@ -238,19 +238,20 @@ class Evaluation:
             if run.begin() is not None:
                 return self.report(run.failure, [], None, candidate_run.end(),
                                    reference_run.end() if reference_run else None)
-        timer = JudgedTimer(judge, candidate_run, reference_run or candidate_run, self.timing or TimingConfig(),
-                            step_s=step_s, timing_seed=self.timing_seed, max_calls=calls)
+        started = {"candidate": candidate_run, **({"reference": reference_run} if reference_run else {})}
         paired = None
         try:
-            for side in ([timer.cand, timer.ref] if reference_run else [timer.cand]):
-                timer.wait_ready(side)
-                if not side.run.freeze():
-                    raise DrivenFailure(side.name, make_failure(
+            for name, run in started.items():
+                wait_started(name, started)
+                if not run.freeze():
+                    raise DrivenFailure(name, make_failure(
                         FailureClass.PROTOCOL_VIOLATION,
-                        f"the {side.name}'s processes could not all be stopped after its start"))
+                        f"the {name}'s processes could not all be stopped after its start"))
             judge.trials(candidate_run, self.seeds)
             if reference_run is not None:
-                paired = timer.run()
+                assert self.timing is not None
+                paired = JudgedTimer(judge, candidate_run, reference_run, self.timing, step_s=step_s,
+                                     timing_seed=self.timing_seed, max_calls=calls).run()
         except DrivenFailure as exc:
             candidate = candidate_run.end()
             reference = reference_run.end() if reference_run else None

@@ -315,6 +315,18 @@ def unaccounted_ms(side: SideBlocks) -> float:
     return statistics.median(block.unaccounted_ms for block in side.counted) if side.counted else 0.0
 
 
+def wait_started(name: str, runs: dict[str, SideRun]) -> None:
+    """Until every rank of ``runs[name]`` waits for its first command; every side is watched
+    meanwhile, and a failure is blamed on the side it happened in (each side is polled under its
+    own name: the reference's failures are ours, the candidate's are not)."""
+    run = runs[name]
+    while not run.waiting():
+        for other_name, other in runs.items():
+            failure = other.poll(0.05 if other is run else 0)
+            if failure is not None:
+                raise DrivenFailure(other_name, failure)
+
+
 def wait_finished(run: SideRun) -> Optional[Failure]:
     """Until every rank of ``run`` said done and exited, or it failed."""
     while not run.finished():

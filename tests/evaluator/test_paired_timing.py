@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from evaluator.hardware import affinity, clocks
-from evaluator.paired import Block, PairedTimer, SideBlocks
+from evaluator.paired import Block, DrivenFailure, PairedTimer, SideBlocks, wait_started
 from evaluator.stats import median_interval
 
 
@@ -141,3 +141,35 @@ def test_reported_times_our_clock_denies_are_a_timing_violation():
     assert "0.400 ms per call" in forged["message"] and "0.150 ms" in forged["message"]
     escaped = reported_time_failure(60, 100, {"candidate": 0.15, "reference": 0.15})
     assert escaped is not None and "kept running" in escaped["message"]
+
+
+class StartingSide:
+    """A side that is still starting: it never waits for a command, and fails on its n-th poll."""
+
+    def __init__(self, fails_on_poll: int = 0) -> None:
+        self.polls = 0
+        self.fails_on_poll = fails_on_poll
+
+    def waiting(self) -> bool:
+        return False
+
+    def poll(self, timeout: float):
+        self.polls += 1
+        if self.fails_on_poll and self.polls >= self.fails_on_poll:
+            return {"failure_class": "crash", "message": "rank 1 was killed by SIGKILL"}
+        return None
+
+
+@pytest.mark.parametrize("fails_on_poll", [1, 2, 3])
+def test_a_failure_at_start_up_is_blamed_on_the_side_it_happened_in(fails_on_poll):
+    # Waiting for either side, whichever poll sees the candidate's crash: the candidate's failure,
+    # never the reference's (which would be counted as ours: harness_error).
+    for waited in ("candidate", "reference"):
+        runs = {"candidate": StartingSide(fails_on_poll), "reference": StartingSide()}
+        with pytest.raises(DrivenFailure) as caught:
+            wait_started(waited, runs)  # type: ignore[arg-type]
+        assert caught.value.side == "candidate"
+    alone = {"candidate": StartingSide(fails_on_poll)}
+    with pytest.raises(DrivenFailure) as caught:
+        wait_started("candidate", alone)  # type: ignore[arg-type]
+    assert caught.value.side == "candidate"
