@@ -114,8 +114,6 @@ def test_python_runs_from_the_venv_except_on_gpu_hosts(path: Path) -> None:
     candidates += [m.group(1) for m in INLINE_PYTHON.finditer(text.replace("\n", " "))
                    if not m.group(1).startswith(".venv/")]
     wrong = [c for c in candidates if not GPU_HOST.search(c)]
-    if path.name == "timing.md" and wrong:  # the lead's document, fixed by the lead (issue 24)
-        pytest.xfail(f"docs/timing.md still has {wrong}")
     assert not wrong, f"{path.name}: use .venv/bin/python (or name the GPU host): {wrong}"
 
 
