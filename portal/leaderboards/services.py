@@ -151,10 +151,12 @@ def _pct(p: float) -> str:
 
 def speedup_cells(key: str, speedup: float | None, low: float | None, high: float | None,
                   report: Any) -> dict[str, Any]:
-    """The row values of ``speedup_columns(key, ...)``, with the tooltip that says what they are."""
+    """The row values of ``speedup_columns(key, ...)``, with the tooltip that says what they are
+    and, for pages only, how many rounds timed it (fewer than an interval needs: no brackets)."""
     span = reports.interval(report)
     return {key: speedup, f"{key}_low": low, f"{key}_high": high,
-            f"{key}_note": span.note if span else reports.POINT_NOTE}
+            f"{key}_note": span.note if span else reports.POINT_NOTE,
+            f"{key}_rounds": span.rounds if span else None}
 
 
 def model_table(t: Track | ScoredTrack, ranked: list[ModelScore]) -> Table:

@@ -125,6 +125,19 @@ def with_interval(report: dict[str, Any], low: float = 1.17, high: float = 1.21,
     return {**report, "schema_version": "1.3", "timing": timing}
 
 
+def one_round(report: dict[str, Any]) -> dict[str, Any]:
+    """``report`` as schema 1.3 writes it when the time cap stops slow rounds after the first
+    (CPU): its "interval" is that round's ratio at both ends."""
+    c, r = ROUNDS_13[0]
+    ratio = r / c
+    timed = with_interval(report, low=ratio, high=ratio)
+    timed["timing"] = {**timed["timing"], "speedup": ratio,
+                       "rounds": [{"candidate_ms": c, "reference_ms": r, "ratio": ratio}],
+                       "stop": {"reason": "time_cap", "rounds": 1, "seconds": 6.3, "half_width": 0.0,
+                                "target_half_width": 0.01}}
+    return timed
+
+
 @pytest.fixture
 def interval_report(real_report: dict[str, Any]) -> dict[str, Any]:
     """The real report in the shape of schema 1.3 (interval, rounds, stop; clocks not read)."""
