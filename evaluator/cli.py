@@ -13,7 +13,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from contract import progress
 
-from .config import EvalConfig, Limits
+from .config import MIN_INTERVAL_ROUNDS, EvalConfig, Limits
 
 
 def _add_candidate_run(p: Any, problem_help: str, what: str) -> None:
@@ -147,6 +147,20 @@ def _print_progress(side: str, event: dict[str, Any]) -> None:
     print(progress.format_line(side, event), file=sys.stderr, flush=True)
 
 
+def _interval_line(timing: Mapping[str, Any]) -> str:
+    """The speedup's 95% interval and why timing stopped; from fewer rounds than an interval
+    needs (config.MIN_INTERVAL_ROUNDS), no bracket: the spread of 1 or 2 rounds is not one."""
+    iv, stop = timing["interval"], timing["stop"]
+    rounds = stop["rounds"]
+    calls = f"of {timing['block_calls']['candidate']} calls; stopped: {stop['reason']}"
+    if rounds < MIN_INTERVAL_ROUNDS:
+        plural = "round" if rounds == 1 else "rounds"
+        return (f"no interval ({rounds} {plural}; a 95% interval needs at least {MIN_INTERVAL_ROUNDS}): "
+                f"{rounds} alternating {plural} {calls}")
+    return (f"95% interval [{iv['low']:.3f}, {iv['high']:.3f}] over {rounds} alternating rounds {calls} "
+            f"(half-width {stop['half_width']:.1%}, target {stop['target_half_width']:.0%})")
+
+
 def render_summary(report: Mapping[str, Any]) -> str:
     s = report["setting"]
     lines = [f"{report['problem']['slug']}  world={s['world_size']} {s['device']}/{s['backend']} "
@@ -170,10 +184,7 @@ def render_summary(report: Mapping[str, Any]) -> str:
         lines.append(f"reference {r['median_ms']:.4f} ms  candidate {c['median_ms']:.4f} ms  "
                      f"speedup {timing['speedup']:.3f}x{label}")
         if timing.get("interval") and timing.get("stop"):
-            iv, stop = timing["interval"], timing["stop"]
-            lines.append(f"95% interval [{iv['low']:.3f}, {iv['high']:.3f}] over {stop['rounds']} alternating rounds "
-                         f"of {timing['block_calls']['candidate']} calls; stopped: {stop['reason']} "
-                         f"(half-width {stop['half_width']:.1%}, target {stop['target_half_width']:.0%})")
+            lines.append(_interval_line(timing))
         if (timing.get("clocks") or {}).get("moved"):
             lines.append(f"warning: GPU clocks moved while timing: {timing['clocks']['note']}")
         if timing.get("roofline"):

@@ -8,6 +8,15 @@ from typing import Any, Literal, Optional
 
 Device = Literal["cpu", "cuda"]
 
+# The fewest alternating rounds that can give a 95% interval of their median at all. Without
+# assuming a distribution, n rounds all fall on one side of the true median with probability
+# 2 * 0.5**n: 6.3% for 5 rounds, 3.1% for 6, so only from 6 rounds do even the lowest and the
+# highest of them bracket the median 95% of the time. From fewer, the bootstrap's "interval" is
+# the rounds' own spread (one round: the value itself) and says nothing of 95%: reports still
+# carry it, but what shows a report (``pkb eval``, ``pkb sweep``, the portal) says "no interval"
+# instead of printing it as one.
+MIN_INTERVAL_ROUNDS = 6
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -64,7 +73,7 @@ class TimingConfig:
     block_time_s: float = 0.025
     min_block_calls: int = 3
     max_block_calls: int = 200
-    min_rounds: int = 6
+    min_rounds: int = MIN_INTERVAL_ROUNDS
     max_rounds: int = 200
     target_half_width: float = 0.01
     max_time_s: float = 8.0
@@ -83,8 +92,8 @@ class TimingConfig:
         host take either ~0.3 ms or ~4 ms: blocks of many calls, and a cap on the rounds.
         """
         return cls(warmup_iterations=3, warmup_time_s=0.05, block_time_s=0.03, min_block_calls=10,
-                   min_rounds=6, max_rounds=60, max_time_s=1.5, min_iterations=30, max_iterations=200,
-                   min_time_s=0.3, max_copies=2)
+                   min_rounds=MIN_INTERVAL_ROUNDS, max_rounds=60, max_time_s=1.5, min_iterations=30,
+                   max_iterations=200, min_time_s=0.3, max_copies=2)
 
 
 @dataclass(frozen=True)

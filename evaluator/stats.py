@@ -41,7 +41,8 @@ def median_interval(values: Sequence[float], *, level: float = 0.95, resamples: 
 
     Seeded, so that the same values always give the same interval (a report can be re-derived
     from its rounds). With fewer than two values there is no spread to resample: the interval
-    is the value itself.
+    is the value itself. Below ``config.MIN_INTERVAL_ROUNDS`` values the result is not a 95%
+    interval whatever it spans; readers of a report say so rather than print it.
     """
     if not values:
         raise ValueError("no values")

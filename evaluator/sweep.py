@@ -23,7 +23,7 @@ from problems.spec import Problem, _derive_seed, dtype_name, sweep_size
 
 from . import __version__
 from .api import evaluate
-from .config import EvalConfig
+from .config import MIN_INTERVAL_ROUNDS, EvalConfig
 from .hardware.collectives import bus_factor
 from .launcher import ProgressHook
 from .report import FailureClass
@@ -211,6 +211,23 @@ MESSAGE_MEANING = {
 }
 
 
+def _too_few_rounds(timing: dict[str, Any]) -> bool:
+    """An interval from fewer rounds than one needs (config.MIN_INTERVAL_ROUNDS)."""
+    return bool(timing.get("interval")) and 0 < (timing.get("rounds") or 0) < MIN_INTERVAL_ROUNDS
+
+
+def _speed_text(timing: dict[str, Any]) -> str:
+    """The speedup with its 95% interval in brackets; from too few rounds, no brackets."""
+    if not timing:
+        return "-"
+    iv = timing.get("interval")
+    if _too_few_rounds(timing):
+        return f"{timing['speedup']:.3f}x no interval ({timing['rounds']})"
+    if iv:
+        return f"{timing['speedup']:.3f}x [{iv['low']:.3f}, {iv['high']:.3f}]"
+    return f"{timing['speedup']:.3f}x"
+
+
 def _num(value: Optional[float], fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
@@ -231,9 +248,7 @@ def render_table(sweep: dict[str, Any]) -> str:
             verdict = "skip"
         else:
             verdict = (p["verdict"] or "-").upper()
-        iv = t.get("interval")
-        speed = (f"{t['speedup']:.3f}x [{iv['low']:.3f}, {iv['high']:.3f}]" if iv else
-                 (f"{t['speedup']:.3f}x" if t else "-"))
+        speed = _speed_text(t)
         lines.append(f"{format_bytes(p['message_bytes']):>10} {p['params'][axis['param']]:>10} {verdict:>7} "
                      f"{_num(t.get('reference_ms'), '.4f'):>9} {_num(t.get('candidate_ms'), '.4f'):>9} {speed:>22} "
                      f"{_num(t.get('reference_busbw_gbps'), '.4g'):>10} {_num(t.get('candidate_busbw_gbps'), '.4g'):>10} "
@@ -241,6 +256,9 @@ def render_table(sweep: dict[str, Any]) -> str:
                      f"{_num(t.get('candidate_roofline_fraction'), '.1%'):>9}")
     lines.append("busbw in GB/s (1e9 bytes/s); roof = the roofline of hardware profile "
                  f"{sweep['hardware_profile'] or '(none)'}")
+    if any(_too_few_rounds(p["timing"] or {}) for p in sweep["points"]):
+        lines.append(f"no interval (n): timed over n alternating rounds, fewer than the {MIN_INTERVAL_ROUNDS} "
+                     "a 95% interval needs")
     ran = [p for p in sweep["points"] if p["verdict"]]
     passed = sum(1 for p in ran if p["verdict"] == "pass")
     lines.append(f"verdict: {sweep['verdict'].upper()} ({passed} of {len(sweep['points'])} sizes passed)")

@@ -220,13 +220,18 @@ class SubmissionDetail(BaseRetrieveView):
 class ModelLeaderboard(BaseView):
     @extend_schema(parameters=[OpenApiParameter("hardware", str, description=BUSIEST)], responses={200: dict})
     def get(self, request: Request) -> Response:
-        """Every model on one hardware: correct, fast_p, pass@k, fast_1@k, geo-mean speedup."""
+        """Every model on one hardware: correct, fast_p, pass@k, fast_1@k, geo-mean speedup.
+
+        ``ranked_by`` says how ``models`` is ordered: ``fast_1`` (then problems solved) on GPU;
+        ``correctness`` (problems solved, then pass@1, then name) on CPU, whose timings are a
+        smoke test."""
         hw = _hardware(request.query_params.get("hardware"))
 
         def compute() -> dict[str, Any]:
             track = board_cache.scored_track(hw)
             ranked = track.ranked()
             return {"hardware": hw.slug, "problems": len(track.problems),
+                    "ranked_by": boards.ranked_by(hw),
                     "models": boards.model_table(track, ranked).as_json()["rows"],
                     "categories": boards.category_table(ranked).as_json()["rows"]}
 
@@ -236,14 +241,19 @@ class ModelLeaderboard(BaseView):
 class ProblemLeaderboard(BaseView):
     @extend_schema(parameters=[OpenApiParameter("hardware", str, description=BUSIEST)], responses={200: dict})
     def get(self, request: Request, slug: str) -> Response:
-        """Best correct submission per model on one problem, under the reference baseline."""
+        """One correct submission per model on one problem, under the reference baseline.
+
+        ``ranked_by``: ``speedup`` on GPU (each model's best, fastest first, ``rank`` 1, 2, ...);
+        ``correctness`` on CPU (each model's first correct submission, earliest first, ``rank``
+        null: CPU timings are a smoke test and rank nothing)."""
         version = _problem_version(slug, field=None)
         hw = _hardware(request.query_params.get("hardware"))
 
         def compute() -> dict[str, Any]:
             board = boards.problem_board(version, hw)
             return {"problem": slug, "version": version.version,
-                    "hardware": board.hardware.slug, "baseline_ms": board.baseline_ms,
+                    "hardware": board.hardware.slug, "ranked_by": boards.ranked_by(hw, "problem"),
+                    "baseline_ms": board.baseline_ms,
                     "baseline": _baseline_json(board.baseline),
                     "rows": board.table.as_json()["rows"]}
 
@@ -287,7 +297,8 @@ class Compare(BaseView):
         def compute() -> dict[str, Any]:
             track = board_cache.scored_track(hw)
             ranked = track.ranked(names)
-            return {"hardware": hw.slug, "models": boards.model_table(track, ranked).as_json()["rows"],
+            return {"hardware": hw.slug, "ranked_by": boards.ranked_by(hw),
+                    "models": boards.model_table(track, ranked).as_json()["rows"],
                     "charts": boards.comparison_charts(track, ranked)}
 
         return Response(board_cache.cached("api-compare", (hw.pk, tuple(names)), compute))

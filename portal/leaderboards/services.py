@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from portal.catalog.models import Hardware, Problem, ProblemVersion, ReferenceTiming
 from portal.lib import reports
@@ -41,7 +41,7 @@ class ScoredTrack:
         """Like ``scores(track, models)``: a model with no attempts here scores zero."""
         found = list(self.scores.values()) if not models else [
             self.scores.get(name) or metrics.score_model(name, [], self.problems) for name in models]
-        return sorted(found, key=_rank_key)
+        return sorted(found, key=rank_key(self.hardware))
 
 
 def scored_track(hardware: Hardware) -> ScoredTrack:
@@ -97,16 +97,52 @@ def scores(t: Track, models: list[str] | None = None) -> list[ModelScore]:
         if a.model in by_model:
             by_model[a.model].append(a)
     found = [metrics.score_model(name, by_model[name], t.problems) for name in names]
-    return sorted(found, key=_rank_key)
+    return sorted(found, key=rank_key(t.hardware))
 
 
-def _rank_key(s: ModelScore) -> tuple[float, int, str]:
+# How a board is ordered, as the API's ``ranked_by`` says it. CPU timings are a smoke test (copies
+# of the reference have scored 0.39x and 3.81x on one 2-core host: docs/timing.md), so nothing on
+# CPU hardware is ordered by a speed: there models rank by what they got right.
+BY_FAST_1 = "fast_1"  # models on GPU: fast_1, then problems solved, then name
+BY_SPEEDUP = "speedup"  # a problem's submissions on GPU: the highest speedup first
+BY_CORRECTNESS = "correctness"  # on CPU: models by problems solved, pass@1, name; a problem's
+#                                 submissions by the date of each model's first correct one
+NOT_RANKED = "not ranked: CPU smoke test"
+
+
+def ranks_by_speed(hardware: Hardware) -> bool:
+    return hardware.kind != "cpu"
+
+
+def ranked_by(hardware: Hardware, board: str = "models") -> str:
+    """``board``: "models" (a model leaderboard or comparison) or "problem" (one problem's)."""
+    if not ranks_by_speed(hardware):
+        return BY_CORRECTNESS
+    return BY_FAST_1 if board == "models" else BY_SPEEDUP
+
+
+def _by_fast_1(s: ModelScore) -> tuple[float, int, str]:
     return (-s.fast_p[1.0], -s.correct, s.model)
 
 
+def _by_correctness(s: ModelScore) -> tuple[int, float, str]:
+    return (-s.correct, -s.pass_at[1], s.model)
+
+
+def rank_key(hardware: Hardware) -> Callable[[ModelScore], tuple[Any, ...]]:
+    return _by_fast_1 if ranks_by_speed(hardware) else _by_correctness
+
+
 def smoke_label(hardware: Hardware) -> str:
-    """What a ranked table on CPU hardware says in its title: its timings are not measurements."""
-    return " (CPU smoke test: timings are not performance measurements)" if hardware.kind == "cpu" else ""
+    """What a ranked table on CPU hardware says in its title: its timings are not measurements,
+    and it is not ordered by them."""
+    return "" if ranks_by_speed(hardware) else (
+        " (CPU smoke test: ranked by correctness; timings are not performance measurements)")
+
+
+def _unranked(label: str, hardware: Hardware) -> str:
+    """A speed column's header on CPU says that it orders nothing."""
+    return label if ranks_by_speed(hardware) else f"{label} ({NOT_RANKED})"
 
 
 def _pct(p: float) -> str:
@@ -115,21 +151,28 @@ def _pct(p: float) -> str:
 
 def speedup_cells(key: str, speedup: float | None, low: float | None, high: float | None,
                   report: Any) -> dict[str, Any]:
-    """The row values of ``speedup_columns(key, ...)``, with the tooltip that says what they are."""
+    """The row values of ``speedup_columns(key, ...)``, with the tooltip that says what they are
+    and, for pages only, how many rounds timed it (fewer than an interval needs: no brackets)."""
     span = reports.interval(report)
     return {key: speedup, f"{key}_low": low, f"{key}_high": high,
-            f"{key}_note": span.note if span else reports.POINT_NOTE}
+            f"{key}_note": span.note if span else reports.POINT_NOTE,
+            f"{key}_rounds": span.rounds if span else None}
 
 
 def model_table(t: Track | ScoredTrack, ranked: list[ModelScore]) -> Table:
-    columns = [Column("model", "Model"), Column("attempts", "Attempts", "int"),
-               Column("correct", "Correct", "int"), Column("problems", "Problems", "int")]
-    columns += [Column(f"fast_{_pct(p)}", f"fast_{p:g}", "pct") for p in FAST_P]
-    columns += [Column(f"pass_at_{k}", f"pass@{k}", "pct") for k in KS]
-    columns += [Column(f"fast_1_at_{k}", f"fast_1@{k}", "pct") for k in KS]
-    columns += [Column("geomean_speedup", "Geo-mean speedup", "ratio"),
-                Column("mean_roofline_fraction", "Mean roofline fraction", "pct"),
-                Column("point_estimates", "Solved without interval", "int")]
+    hw = t.hardware
+    correctness = [Column("model", "Model"), Column("attempts", "Attempts", "int"),
+                   Column("correct", "Correct", "int"), Column("problems", "Problems", "int"),
+                   Column("fast_0", "fast_0", "pct")]
+    passes = [Column(f"pass_at_{k}", f"pass@{k}", "pct") for k in KS]
+    speed = [Column(f"fast_{_pct(p)}", _unranked(f"fast_{p:g}", hw), "pct") for p in FAST_P if p > 0]
+    speed_at = [Column(f"fast_1_at_{k}", _unranked(f"fast_1@{k}", hw), "pct") for k in KS]
+    rest = [Column("geomean_speedup", _unranked("Geo-mean speedup", hw), "ratio"),
+            Column("mean_roofline_fraction", _unranked("Mean roofline fraction", hw), "pct"),
+            Column("point_estimates", "Solved without interval", "int")]
+    # On CPU what orders the rows (correct, pass@k) comes first; the speed columns follow it.
+    columns = (correctness + speed + passes + speed_at + rest if ranks_by_speed(hw)
+               else correctness + passes + speed + speed_at + rest)
     rows = []
     for s in ranked:
         row: dict[str, Any] = {"model": s.model, "attempts": s.attempts, "correct": s.correct,
@@ -140,7 +183,11 @@ def model_table(t: Track | ScoredTrack, ranked: list[ModelScore]) -> Table:
         row.update({f"pass_at_{k}": v for k, v in s.pass_at.items()})
         row.update({f"fast_1_at_{k}": v for k, v in s.fast1_at.items()})
         rows.append(row)
-    return Table("models", f"Models on {t.hardware.slug}{smoke_label(t.hardware)}", columns, rows)
+    note = "" if ranks_by_speed(hw) else (
+        "Ranked by problems solved (Correct), then pass@1, then name. CPU timings are a smoke test "
+        "of the pipeline, so the speed columns (fast_p above 0, fast_1@k, geo-mean speedup, "
+        "roofline fraction) are shown but order nothing.")
+    return Table("models", f"Models on {hw.slug}{smoke_label(hw)}", columns, rows, note=note)
 
 
 def category_table(ranked: list[ModelScore]) -> Table:
@@ -221,6 +268,7 @@ def comparison_charts(t: Track | ScoredTrack, ranked: list[ModelScore]) -> dict[
         "failures": {row["model"]: {c.key: row[c.key] for c in failures.columns[1:]}
                      for row in failures.rows},
         "problems": sorted(t.problems),
+        "ranked_by": ranked_by(t.hardware),  # "correctness": the speed charts order nothing
     }
 
 
@@ -267,23 +315,29 @@ def baseline(version: ProblemVersion, hardware: Hardware, world_size: int | None
 
 
 def problem_board(version: ProblemVersion, hardware: Hardware) -> ProblemBoard:
-    """Best correct submission of each model, fastest first, under the reference baseline."""
+    """One row per model under the reference baseline. On GPU its best correct submission,
+    fastest first, ranked; on CPU (a smoke test) its first correct submission, earliest first,
+    with no rank: who got it right and when, not who was fastest."""
     world_size = hardware.ranked_world_size(version.problem.world_sizes)
     finished = (Submission.objects.finished().filter(problem_version=version)
                 .on_track(hardware, world_size).select_related("model", "user"))
+    by_speed = ranks_by_speed(hardware)
+    order = ("-speedup", "finished_at") if by_speed else ("finished_at", "pk")
     best: dict[tuple[str, str], Submission] = {}
     # Reports (kilobytes each) only for the rows shown, in one query.
-    for sub in finished.filter(verdict="pass").order_by("-speedup", "finished_at").defer("report", "source"):
+    for sub in finished.filter(verdict="pass").order_by(*order).defer("report", "source"):
         # each person who uploads as ``human`` is ranked on their own, under their name
         key = (sub.model.name, sub.credit if sub.model.kind == "human" else "")
         if key not in best:
             best[key] = sub
     base = baseline(version, hardware, world_size)
-    columns = [Column("rank", "#", "int"), Column("model", "Model"), Column("credit", "By"),
-               *speedup_columns("speedup", "Speedup"), Column("time_ms", "Median ms", "float"),
+    # On CPU the rank stays in exports and the API as null (bots read the key) but not on the page.
+    columns = [Column("rank", "#", "int", page=by_speed), Column("model", "Model"), Column("credit", "By"),
+               *speedup_columns("speedup", _unranked("Speedup", hardware)),
+               Column("time_ms", "Median ms", "float"),
                Column("p10_ms", "p10 ms", "float"), Column("p90_ms", "p90 ms", "float"),
-               Column("roofline_fraction", "Roofline fraction", "pct"),
-               Column("backend", "Backend"), Column("date", "Date", "date"),
+               Column("roofline_fraction", _unranked("Roofline fraction", hardware), "pct"),
+               Column("backend", "Backend"), Column("date", "Date" if by_speed else "First correct", "date"),
                Column("submission", "Submission", "link")]
     rows: list[dict[str, Any]] = []
     if base:
@@ -292,29 +346,35 @@ def problem_board(version: ProblemVersion, hardware: Hardware) -> ProblemBoard:
                      "backend": "nccl" if hardware.kind == "gpu" else "gloo",
                      "roofline_fraction": base.roofline_fraction, "date": base.date,
                      "submission": base.submission, "baseline": True})
-    ordered = sorted(best.values(), key=lambda s: -(s.speedup or 0))
+    # On CPU ``best`` is already in the board's order (dicts keep insertion order). On GPU the
+    # sort puts a pass without a speedup (Postgres sorts NULL first under -speedup) last.
+    ordered = sorted(best.values(), key=lambda s: -(s.speedup or 0)) if by_speed else list(best.values())
     found = reports_of([sub.pk for sub in ordered])
     for rank, sub in enumerate(ordered, 1):
         report = found.get(sub.pk)
         cand = reports.side_timing(report, "candidate")
-        rows.append({"rank": rank, "model": sub.model.name, "credit": sub.credit,
+        rows.append({"rank": rank if by_speed else None, "model": sub.model.name, "credit": sub.credit,
                      **speedup_cells("speedup", sub.speedup, sub.speedup_low, sub.speedup_high, report),
                      "time_ms": sub.candidate_ms, "p10_ms": cand.get("p10_ms"),
                      "p90_ms": cand.get("p90_ms"), "roofline_fraction": sub.roofline_fraction,
                      "backend": sub.backend, "date": sub.finished_at, "submission": sub.pk})
+    note = "" if by_speed else (
+        "Each model's first correct submission, earliest first: CPU timings are a smoke test, so "
+        "this board is not ordered by speedup and has no rank.")
     table = Table("problem", f"{version.problem.slug} on {hardware.slug}{smoke_label(hardware)}",
-                  columns, rows)
+                  columns, rows, note=note)
     return ProblemBoard(version, hardware, table, base)
 
 
 @dataclass
 class HardwareSummary:
-    """One card of the home page: who leads on a hardware and its fastest correct result."""
+    """One card of the home page: who leads on a hardware and, on GPU, its fastest correct result."""
 
     hardware: Hardware
     problems: int
-    leader: ModelScore | None  # by fast_1, then problems solved; the reference itself excluded
-    fastest: Attempt | None  # the highest correct speedup of any model but the reference
+    leader: ModelScore | None  # by the hardware's ranking (``rank_key``); the reference excluded
+    fastest: Attempt | None  # the highest correct speedup of any model but the reference; on CPU
+    #                          (a smoke test) None: a CPU card names no fastest result
     models: int
     fastest_by: str = ""  # who that result is credited to (Submission.credit)
 
@@ -328,7 +388,7 @@ def best_per_hardware() -> list[HardwareSummary]:
         if not t.attempts:
             continue
         correct = [a for a in t.attempts if a.correct and a.speedup is not None and a.model != "reference"]
-        fastest = max(correct, key=lambda a: a.speedup or 0.0, default=None)
+        fastest = max(correct, key=lambda a: a.speedup or 0.0, default=None) if ranks_by_speed(hw) else None
         sub = (Submission.objects.select_related("model", "user").defer("report", "source")
                .filter(pk=fastest.submission).first() if fastest and fastest.submission else None)
         summaries.append(HardwareSummary(

@@ -14,7 +14,7 @@ def runs_tables(hardware: Hardware) -> list:
     from portal.runs.models import Run
     from portal.runs.presenters import runs_table
 
-    runs = list(Run.objects.filter(hardware=hardware).select_related("model")[:200])
+    runs = list(Run.objects.filter(hardware=hardware).select_related("model", "hardware")[:200])
     return [runs_table(runs)] if runs else []
 
 

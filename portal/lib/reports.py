@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from evaluator.config import MIN_INTERVAL_ROUNDS
+
 
 @dataclass(frozen=True)
 class Summary:
@@ -84,8 +86,17 @@ class Interval:
     seconds: float | None
 
     @property
+    def too_few_rounds(self) -> bool:
+        """Timed over fewer rounds than a 95% interval needs (evaluator/config.py
+        MIN_INTERVAL_ROUNDS; the time cap stops slow rounds early): the report's ends are then
+        the rounds' own spread, shown as "no interval", never in brackets. Unknown rounds: no."""
+        return self.rounds is not None and self.rounds < MIN_INTERVAL_ROUNDS
+
+    @property
     def note(self) -> str:
         """What the interval is, in one line (for tooltips)."""
+        if self.too_few_rounds:
+            return too_few_rounds_note(self.rounds or 0, self.low)
         level = f"{self.level:.0%} " if self.level is not None else ""
         method = f" ({self.method})" if self.method else ""
         over = f" over {self.rounds} alternating rounds" if self.rounds else ""
@@ -94,6 +105,14 @@ class Interval:
         stopped = f"; stopped{after}: {why}" if why else ""
         return (f"{level}interval {self.low:.3f}-{self.high:.3f}{method}{over}{stopped}. fast_p "
                 f"counts it faster than p only for p < {self.low:.3f}.")
+
+
+def too_few_rounds_note(rounds: int, low: float | None) -> str:
+    plural = "round" if rounds == 1 else "rounds"
+    credit = (f" fast_p counts it faster than p only for p < {low:.3f}, the lower end the report "
+              "gives." if low is not None else "")
+    return (f"No interval: timed over {rounds} alternating {plural}, fewer than the "
+            f"{MIN_INTERVAL_ROUNDS} a 95% interval needs.{credit}")
 
 
 POINT_NOTE = ("Point estimate: this report (schema 1.2 or older) has no interval; fast_p counts "

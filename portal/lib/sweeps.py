@@ -69,6 +69,7 @@ def rows(sweep: Mapping[str, Any]) -> list[dict[str, Any]]:
             "skipped": p.get("skipped") or "",
             "reference_ms": t.get("reference_ms"), "candidate_ms": t.get("candidate_ms"),
             "speedup": t.get("speedup"), "low": interval.get("low"), "high": interval.get("high"),
+            "rounds": t.get("rounds") or None,  # unknown where the point has no round count
             "reference_busbw": t.get("reference_busbw_gbps"), "candidate_busbw": t.get("candidate_busbw_gbps"),
             "roofline_busbw": t.get("roofline_busbw_gbps"),
             "candidate_fraction": t.get("candidate_roofline_fraction"),

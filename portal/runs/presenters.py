@@ -6,6 +6,7 @@ from collections import defaultdict
 from typing import Any
 
 from portal.leaderboards import metrics
+from portal.leaderboards import services as boards
 from portal.leaderboards.services import Track
 from portal.lib.tables import Column, Table
 
@@ -140,6 +141,27 @@ def runs_table(runs: list[Run]) -> Table:
                "pass_at_k": s["pass_at_k"][str(run.k)], "fast_1_at_k": s["fast_1_at_k"][str(run.k)],
                "complete": "yes" if result["complete"] else f"{result['pending']} pending"}
         row.update({f"fast_{p}".replace(".", "_"): v for p, v in s["fast_p"].items()})
-        rows.append(row)
-    rows.sort(key=lambda r: (-(r.get("fast_1") or 0), -(r["correct"] or 0)))
-    return Table("runs", "Runs (scored over each run's own problems)", columns, rows)
+        rows.append((_run_rank(run, row), row))
+    rows.sort(key=lambda pair: pair[0])
+    return Table("runs", "Runs (scored over each run's own problems)", columns,
+                 [row for _, row in rows], note=_runs_note(runs))
+
+
+def _runs_note(runs: list[Run]) -> str:
+    on_cpu = sum(not boards.ranks_by_speed(run.hardware) for run in runs)
+    if not on_cpu:
+        return ""
+    if on_cpu == len(runs):
+        return ("Ranked by problems solved, then pass@k: on CPU hardware (a smoke test) the fast_p "
+                "columns are not ranked.")
+    return ("Runs on GPU hardware come first, ranked by fast_1, then problems solved; runs on CPU "
+            "hardware (a smoke test: their fast_p columns are not ranked) follow, by problems "
+            "solved, then pass@k.")
+
+
+def _run_rank(run: Run, row: dict[str, Any]) -> tuple[Any, ...]:
+    """GPU runs by fast_1 then problems solved, as the model leaderboard; CPU runs after them,
+    by problems solved then pass@k (services.rank_key's rule)."""
+    if boards.ranks_by_speed(run.hardware):
+        return (0, -(row.get("fast_1") or 0), -(row["correct"] or 0))
+    return (1, -(row["correct"] or 0), -(row["pass_at_k"] or 0))

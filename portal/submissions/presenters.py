@@ -82,8 +82,9 @@ def _rounds_chart(report: dict[str, Any], timing: dict[str, Any],
             "candidate_ms": [r["candidate_ms"] for r in rounds],
             "reference_ms": [r["reference_ms"] for r in rounds],
             "median": timing.get("speedup"),
-            "low": span.low if span else None, "high": span.high if span else None,
-            "level": span.level if span else None}
+            # no band from fewer rounds than an interval needs: their spread is not one
+            **({"low": span.low, "high": span.high, "level": span.level}
+               if span and not span.too_few_rounds else {"low": None, "high": None, "level": None})}
 
 
 def _rank_timings(timing: dict[str, Any]) -> dict[str, Any] | None:

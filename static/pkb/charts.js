@@ -34,20 +34,25 @@
   function models() {
     const t = data("data-models");
     if (!t) return;
+    // On CPU (a smoke test) the bars are drawn but rank nothing, and the title says so.
+    const box = document.getElementById("chart-fastp");
+    const unranked = box && box.dataset.rankedBy === "correctness" ? " (not ranked: CPU smoke test)" : "";
     const keys = t.columns.map((c) => c.key).filter((k) => k.startsWith("fast_") && !k.includes("_at_"));
     const y = t.rows.flatMap((r) => keys.map((k) => r[k]));
     // Each bar carries its value: a hard board's bars are a few percent tall.
     plot("chart-fastp", t.rows.map((r) => ({ type: "bar", name: r.model, x: keys.map((k) => k.replace("fast_", "p=").replace("_", ".")), y: keys.map((k) => r[k]),
       text: keys.map((k) => (r[k] ? (100 * r[k]).toFixed(1) + "%" : "")), textposition: "outside", cliponaxis: false })),
-      { title: "fast_p: share of problems solved faster than p × the reference", barmode: "group", xaxis: { title: "speedup threshold p (x)" },
+      { title: "fast_p: share of problems solved faster than p × the reference" + unranked, barmode: "group", xaxis: { title: "speedup threshold p (x)" },
         yaxis: K.shareAxis("share of problems (%)", y) });
   }
 
   function compare() {
     const d = data("data-compare");
     if (!d) return;
+    // On CPU (a smoke test) the speed charts are drawn but rank nothing, and their titles say so.
+    const unranked = d.ranked_by === "correctness" ? " (not ranked: CPU smoke test)" : "";
     plot("chart-fastp", Object.entries(d.fast_p.series).map(([m, y]) => ({ type: "scatter", mode: "lines", name: m, x: d.fast_p.p, y: y, line: { shape: "hv" } })),
-      { title: "fast_p curves", xaxis: { title: "speedup threshold p (x)" }, yaxis: K.shareAxis("fast_p (share, %)", values(d.fast_p.series)) });
+      { title: "fast_p curves" + unranked, xaxis: { title: "speedup threshold p (x)" }, yaxis: K.shareAxis("fast_p (share, %)", values(d.fast_p.series)) });
     // Only problems some model solved: a point-less axis of every problem squeezes the plot.
     const solved = d.problems.filter((p) => Object.values(d.speedups).some((s) => s[p] != null));
     // Error bars: each best speedup's interval, where its report has one (schema 1.3 on).
@@ -63,11 +68,11 @@
     if (scatter) scatter.style.height = Math.max(360, 170 + 22 * solved.length) + "px";
     plot("chart-scatter", Object.entries(d.speedups).map(([m, s]) => ({ type: "scatter", mode: "markers", name: m, y: Object.keys(s), x: Object.values(s), marker: { size: 9 },
       error_x: bars(m, s), hovertemplate: "%{y}: %{x:.3f}x<extra>" + m + "</extra>" })),
-      { title: "Best correct speedup per problem (bars: its interval)", yaxis: { title: "problem (solved by at least one model)", categoryarray: solved.slice().reverse(), categoryorder: "array", dtick: 1 },
+      { title: "Best correct speedup per problem (bars: its interval)" + unranked, yaxis: { title: "problem (solved by at least one model)", categoryarray: solved.slice().reverse(), categoryorder: "array", dtick: 1 },
         xaxis: K.logAxis("best correct speedup (x, log scale)", values(d.speedups).concat([1])),
         shapes: [{ type: "line", yref: "paper", y0: 0, y1: 1, x0: 1, x1: 1, line: { dash: "dot", color: "#888" } }] });
     plot("chart-categories", Object.entries(d.categories).map(([m, c]) => ({ type: "bar", name: m, x: Object.keys(c), y: Object.values(c) })),
-      { title: "Faster than the reference, by category", barmode: "group", xaxis: { title: "category" }, yaxis: K.shareAxis("share of the category (%)", values(d.categories).flatMap(Object.values)) });
+      { title: "Faster than the reference, by category" + unranked, barmode: "group", xaxis: { title: "category" }, yaxis: K.shareAxis("share of the category (%)", values(d.categories).flatMap(Object.values)) });
     const outcomes = Array.from(new Set(Object.values(d.failures).flatMap((f) => Object.keys(f))));
     const most = Math.max(1, ...Object.values(d.failures).map((f) => Object.values(f).reduce((a, b) => a + b, 0)));
     plot("chart-failures", outcomes.map((o) => ({ type: "bar", name: o, x: Object.keys(d.failures), y: Object.values(d.failures).map((f) => f[o] || 0) })),

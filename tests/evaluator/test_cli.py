@@ -51,3 +51,33 @@ def test_eval_hands_the_report_over_an_inherited_pipe(capsys):
     with os.fdopen(read, "rb") as pipe:  # `pkb eval` closed its end: the read ends
         report = json.loads(pipe.read())
     assert report["verdict"] == "pass" and report["sandbox"] in ("on", "off")
+
+
+def timed_report(rounds: int, low: float, high: float) -> dict:
+    """What render_summary reads of a CPU report timed over ``rounds`` alternating rounds."""
+    return {"problem": {"slug": "all-reduce"}, "verdict": "pass", "failure": None, "trials": [],
+            "setting": {"world_size": 2, "device": "cpu", "backend": "gloo", "dtype": "bfloat16", "size": "small"},
+            "timing": {"device": "cpu", "speedup": 1.381, "candidate": {"median_ms": 0.2},
+                       "reference": {"median_ms": 0.28},
+                       "interval": {"low": low, "high": high, "level": 0.95, "method": "bootstrap"},
+                       "stop": {"reason": "time_cap", "rounds": rounds, "seconds": 6.2, "half_width": 0.0,
+                                "target_half_width": 0.01},
+                       "block_calls": {"candidate": 10, "reference": 10}, "clocks": None, "roofline": None},
+            "wall_time": {"total_s": 9.0, "candidate_s": 4.0, "reference_s": 4.0}}
+
+
+def test_a_single_round_is_not_printed_as_an_interval():
+    from evaluator.cli import render_summary
+
+    text = render_summary(timed_report(1, 1.381, 1.381))
+    assert "[1.381, 1.381]" not in text and "95% interval [" not in text
+    assert "no interval (1 round; a 95% interval needs at least 6): 1 alternating round of 10 calls" in text
+    assert "no interval (5 rounds;" in render_summary(timed_report(5, 0.9, 1.6))
+
+
+def test_enough_rounds_print_the_interval_in_brackets():
+    from evaluator.cli import render_summary
+
+    text = render_summary(timed_report(6, 1.17, 1.21))
+    assert "95% interval [1.170, 1.210] over 6 alternating rounds of 10 calls; stopped: time_cap" in text
+    assert "no interval" not in text

@@ -253,3 +253,23 @@ def test_the_device_sweep_script_names_kernels_that_exist():
     assert len(entries) == 3
     for slug, path in entries:
         assert (SWEEP_BATCH.parents[2] / path).is_file() and problems.get(slug).sweep is not None
+
+
+def test_the_table_brackets_no_interval_from_too_few_rounds():
+    from evaluator.sweep import point_timing
+
+    def point(message_bytes: int, rounds: int, low: float, high: float) -> dict[str, Any]:
+        timing = {"reference": {"median_ms": 0.5}, "candidate": {"median_ms": 0.25}, "speedup": 1.381,
+                  "interval": {"low": low, "high": high, "level": 0.95, "method": "x"}, "roofline": None,
+                  "rounds": [{}] * rounds, "stop": {"reason": "time_cap"}}
+        return {"message_bytes": message_bytes, "params": {"n": message_bytes // 2}, "verdict": "pass",
+                "skipped": "", "failure": None, "timing": point_timing({"timing": timing}, message_bytes, 2.0)}
+
+    sweep = {"problem": {"slug": "all-reduce"}, "hardware_profile": None, "verdict": "pass", "wall_s": 3.0,
+             "setting": {"world_size": 2, "device": "cpu", "backend": "gloo", "dtype": "bfloat16"},
+             "axis": {"param": "n", "collective": "all_reduce", "bus_factor": 1.0},
+             "points": [point(4096, 1, 1.381, 1.381), point(16384, 6, 1.2, 1.5)]}
+    table = render_table(sweep)
+    assert "1.381x no interval (1)" in table and "[1.381, 1.381]" not in table
+    assert "1.381x [1.200, 1.500]" in table
+    assert "no interval (n): timed over n alternating rounds, fewer than the 6 a 95% interval needs" in table

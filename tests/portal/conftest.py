@@ -125,10 +125,53 @@ def with_interval(report: dict[str, Any], low: float = 1.17, high: float = 1.21,
     return {**report, "schema_version": "1.3", "timing": timing}
 
 
+def one_round(report: dict[str, Any]) -> dict[str, Any]:
+    """``report`` as schema 1.3 writes it when the time cap stops slow rounds after the first
+    (CPU): its "interval" is that round's ratio at both ends."""
+    c, r = ROUNDS_13[0]
+    ratio = r / c
+    timed = with_interval(report, low=ratio, high=ratio)
+    timed["timing"] = {**timed["timing"], "speedup": ratio,
+                       "rounds": [{"candidate_ms": c, "reference_ms": r, "ratio": ratio}],
+                       "stop": {"reason": "time_cap", "rounds": 1, "seconds": 6.3, "half_width": 0.0,
+                                "target_half_width": 0.01}}
+    return timed
+
+
 @pytest.fixture
 def interval_report(real_report: dict[str, Any]) -> dict[str, Any]:
     """The real report in the shape of schema 1.3 (interval, rounds, stop; clocks not read)."""
     return with_interval(real_report)
+
+
+def a_result(user: Any, model: str, hardware: Any, problem: Any, *, speedup: float | None,
+             correct: bool = True, minutes_ago: float = 0.0) -> Any:
+    """A finished submission at ``hardware``'s ranked setting of ``problem``, with only the
+    numbers the boards read (no report), finished ``minutes_ago``."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from portal.submissions.models import AIModel, Submission
+
+    when = timezone.now() - timedelta(minutes=minutes_ago)
+    return Submission.objects.create(
+        user=user, model=AIModel.objects.get_or_create(name=model, defaults={"provider": "lab"})[0],
+        attempt=1, problem_version=problem.current_version(), hardware=hardware, backend="torch",
+        world_size=hardware.ranked_world_size(problem.world_sizes), size=hardware.size,
+        source="x", source_sha256="0" * 64, status="finished", created_at=when, started_at=when,
+        finished_at=when, verdict="pass" if correct else "fail",
+        failure_class="" if correct else "value_mismatch", speedup=speedup if correct else None)
+
+
+def lucky_and_steady(user: Any, problem: Any, hardware: Any) -> None:
+    """Two models on one problem. ``lucky`` failed, then scored 3.81x (a CPU host's luck:
+    pass@1 1/2); ``steady`` was right both times, at 0.39x first and 2.0x later (pass@1 1).
+    By speed lucky leads; by correctness steady does, with its first correct result 0.39x."""
+    a_result(user, "lucky", hardware, problem, speedup=None, correct=False, minutes_ago=40)
+    a_result(user, "steady", hardware, problem, speedup=0.39, minutes_ago=20)
+    a_result(user, "lucky", hardware, problem, speedup=3.81, minutes_ago=10)
+    a_result(user, "steady", hardware, problem, speedup=2.0, minutes_ago=5)
 
 
 @pytest.fixture

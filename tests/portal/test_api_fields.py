@@ -9,7 +9,7 @@ import pytest
 from portal.submissions.lifecycle import record_report
 from portal.submissions.services import create, get_model, resolve_target
 
-from .conftest import VALID_SOURCE
+from .conftest import VALID_SOURCE, lucky_and_steady
 
 pytestmark = pytest.mark.django_db
 
@@ -102,3 +102,30 @@ def test_the_docs_allow_only_this_site_and_redoc_has_no_remote_logo(anonymous_ap
     assert bundle.status_code == 200 and b"cdn.redoc.ly" not in bundle.content
     assert b"/static/pkb/favicon.svg" in bundle.content
     assert b"/api/redoc-assets/bundles/redoc.standalone.js" in anonymous_api.get("/api/redoc/").content
+
+
+def test_the_leaderboards_say_how_they_are_ranked_and_cpu_ranks_by_correctness(
+        anonymous_api: Any, owner: Any, all_reduce: Any, cpu_hardware: Any, gpu_hardware: Any) -> None:
+    for hardware in (cpu_hardware, gpu_hardware):
+        lucky_and_steady(owner, all_reduce, hardware)
+
+    def board(url: str, hardware: Any) -> dict[str, Any]:
+        r = anonymous_api.get(url, {"hardware": hardware.slug})
+        assert r.status_code == 200, r.content
+        return r.json()
+
+    models = "/api/v1/leaderboards/models/"
+    cpu, gpu = board(models, cpu_hardware), board(models, gpu_hardware)
+    assert (cpu["ranked_by"], [m["model"] for m in cpu["models"]]) == ("correctness", ["steady", "lucky"])
+    assert (gpu["ranked_by"], [m["model"] for m in gpu["models"]]) == ("fast_1", ["lucky", "steady"])
+    assert set(cpu["models"][0]) == set(gpu["models"][0])  # the same fields on both: none removed
+    problem = "/api/v1/leaderboards/problems/all-reduce/"
+    cpu, gpu = board(problem, cpu_hardware), board(problem, gpu_hardware)
+    assert cpu["ranked_by"] == "correctness"
+    assert [(r["model"], r["speedup"], r["rank"]) for r in cpu["rows"]] == [("steady", 0.39, None),
+                                                                           ("lucky", 3.81, None)]
+    assert gpu["ranked_by"] == "speedup"
+    assert [(r["model"], r["speedup"], r["rank"]) for r in gpu["rows"]] == [("lucky", 3.81, 1), ("steady", 2.0, 2)]
+    compare = anonymous_api.get("/api/v1/compare/", {"hardware": cpu_hardware.slug, "models": "lucky,steady"}).json()
+    assert compare["ranked_by"] == compare["charts"]["ranked_by"] == "correctness"
+    assert [m["model"] for m in compare["models"]] == ["steady", "lucky"]

@@ -12,7 +12,7 @@ import pytest
 
 from portal.submissions.importing import import_results
 
-from .conftest import DATA
+from .conftest import DATA, lucky_and_steady
 
 pytestmark = pytest.mark.django_db
 
@@ -92,3 +92,64 @@ def test_a_failed_verdict_is_not_on_a_green_banner(client: Any, seeded: Any) -> 
     Submission.objects.filter(pk=sub.pk).update(verdict="fail", failure_class="wrong_output")
     page = client.get(f"/submissions/{sub.pk}/").content.decode()
     assert "verdict-fail" in page and "verdict-pass" not in page
+
+
+@pytest.fixture
+def both(owner: Any, all_reduce: Any, cpu_hardware: Any, gpu_hardware: Any) -> tuple[Any, Any]:
+    """The same results (conftest.lucky_and_steady) on a CPU and on a GPU hardware."""
+    for hardware in (cpu_hardware, gpu_hardware):
+        lucky_and_steady(owner, all_reduce, hardware)
+    return cpu_hardware, gpu_hardware
+
+
+def rows(client: Any, url: str, table: str) -> list[dict[str, Any]]:
+    return client.get(f"{url}&export=json&table={table}").json()["rows"]
+
+
+def test_the_cpu_model_leaderboard_ranks_by_correctness_and_labels_its_fast_p_chart(
+        client: Any, both: tuple[Any, Any]) -> None:
+    cpu, gpu = both
+    assert [r["model"] for r in rows(client, f"/leaderboard/?hardware={cpu.slug}", "models")] == ["steady", "lucky"]
+    page = client.get(f"/leaderboard/?hardware={cpu.slug}").content.decode()
+    assert "fast_1 (not ranked: CPU smoke test)" in page and "Ranked by correctness" in page
+    assert '<div id="chart-fastp" class="chart" data-ranked-by="correctness">' in page  # charts.js: its title
+    # GPU boards are ranked as before: lucky's 3.81x makes it fast_1
+    assert [r["model"] for r in rows(client, f"/leaderboard/?hardware={gpu.slug}", "models")] == ["lucky", "steady"]
+    page = client.get(f"/leaderboard/?hardware={gpu.slug}").content.decode()
+    assert 'data-ranked-by="fast_1"' in page and "not ranked" not in page and "Ranked by fast_1" in page
+
+
+def test_the_cpu_problem_board_lists_first_correct_submissions_earliest_first_without_a_rank(
+        client: Any, both: tuple[Any, Any]) -> None:
+    cpu, gpu = both
+    url = f"/problems/all-reduce/?hardware={cpu.slug}"
+    board = rows(client, url, "problem")
+    assert [(r["model"], r["speedup"], r["rank"]) for r in board] == [("steady", 0.39, None), ("lucky", 3.81, None)]
+    page = client.get(url).content.decode()
+    head = page.split('data-table="problem"')[1].split("</thead>")[0]
+    assert "<th class=\"int\">#</th>" not in head and "Speedup (not ranked: CPU smoke test)" in head
+    assert "First correct" in head and "earliest first" in page and "fastest first" not in page
+    on_gpu = rows(client, f"/problems/all-reduce/?hardware={gpu.slug}", "problem")
+    assert [(r["model"], r["speedup"], r["rank"]) for r in on_gpu] == [("lucky", 3.81, 1), ("steady", 2.0, 2)]
+    page = client.get(f"/problems/all-reduce/?hardware={gpu.slug}").content.decode()
+    assert "fastest first" in page and '<th class="int">#</th>' in page.split('data-table="problem"')[1]
+
+
+def test_the_home_page_names_no_fastest_cpu_result(client: Any, both: tuple[Any, Any]) -> None:
+    cpu, gpu = both
+    page = client.get("/").content.decode()
+    cards = {slug: page.split(f'data-hardware="{slug}"')[1].split("</div>")[0] for slug in (cpu.slug, gpu.slug)}
+    assert "Fastest" not in cards[cpu.slug] and "3.81" not in cards[cpu.slug]
+    assert "Most problems solved: <strong>steady</strong>" in cards[cpu.slug]
+    assert "Ranked by correctness" in cards[cpu.slug]
+    assert "Fastest correct: " in cards[gpu.slug] and "Leader: <strong>lucky</strong>" in cards[gpu.slug]
+
+
+def test_the_cpu_comparison_says_its_speed_charts_are_not_ranked(client: Any, both: tuple[Any, Any]) -> None:
+    cpu, gpu = both
+    url = "/leaderboard/compare/?hardware={}&models=lucky&models=steady"
+    page = client.get(url.format(cpu.slug)).content.decode()
+    assert 'id="not-ranked"' in page and '"ranked_by": "correctness"' in page
+    assert [r["model"] for r in rows(client, url.format(cpu.slug), "models")] == ["steady", "lucky"]
+    page = client.get(url.format(gpu.slug)).content.decode()
+    assert 'id="not-ranked"' not in page and '"ranked_by": "fast_1"' in page

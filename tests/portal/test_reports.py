@@ -9,7 +9,7 @@ import pytest
 
 from portal.lib import reports
 
-from .conftest import with_interval
+from .conftest import one_round, with_interval
 
 
 def test_a_report_before_1_3_has_no_interval_and_summarizes_as_before(real_report: dict[str, Any]) -> None:
@@ -57,3 +57,11 @@ def test_only_an_explicit_true_means_the_clocks_moved(real_report: dict[str, Any
                                                       says: bool) -> None:
     assert reports.clocks_moved(with_interval(real_report, moved=moved)) is says
     assert reports.summarize(with_interval(real_report, moved=moved)).clocks_moved is says
+
+
+def test_one_round_is_not_an_interval_and_its_note_says_so(real_report: dict[str, Any]) -> None:
+    span = reports.interval(one_round(real_report))
+    assert span is not None and span.rounds == 1 and span.too_few_rounds
+    assert span.note.startswith("No interval: timed over 1 alternating round, fewer than the 6 a 95% "
+                                "interval needs.")
+    assert not reports.interval(with_interval(real_report)).too_few_rounds  # type: ignore[union-attr]

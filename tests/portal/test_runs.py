@@ -317,3 +317,25 @@ def test_pkb_import_without_a_run_directory_name_is_refused(owner_api: Any, cpu_
                                                     "hardware": cpu_hardware.slug}, format="multipart")
     assert r.status_code == 400 and r.json()["error"]["code"] == "bad_directory"
     assert not Run.objects.exists()
+
+
+def test_runs_on_cpu_are_ranked_by_problems_solved_not_by_speedup(
+        owner_api: Any, client: Any, cpu_hardware: Any, all_reduce: Any, no_dispatch: list[int],
+        real_report: dict[str, Any]) -> None:
+    load_problems(["all-gather"])
+    # broad: both problems right, neither faster than the reference; fast: one right at 3.81x
+    outcomes = {"broad": [(True, 0.39), (True, 0.9)], "fast": [(True, 3.81), (False, 0.5)]}
+    ids = {}
+    for label, tries in outcomes.items():
+        ids[label] = _run(owner_api, cpu_hardware, note=label)["id"]
+        for problem in ("all-reduce", "all-gather"):
+            owner_api.post(f"/api/v1/runs/{ids[label]}/samples/", {"problem": problem, "source": VALID_SOURCE},
+                           format="json")
+        samples = RunSample.objects.filter(run_id=ids[label]).order_by("pk")
+        for sample, (ok, speedup) in zip(samples, tries):
+            finish(sample.submission, real_report, correct=ok, speedup=speedup)
+    body = client.get(f"/runs/?hardware={cpu_hardware.slug}&export=json").json()
+    assert [r["run"] for r in body["rows"]] == [ids["broad"], ids["fast"]]
+    assert body["rows"][1]["fast_1"] > body["rows"][0]["fast_1"]  # what ranked it first before
+    page = client.get(f"/leaderboard/?hardware={cpu_hardware.slug}").content.decode()
+    assert "Ranked by problems solved, then pass@k" in page

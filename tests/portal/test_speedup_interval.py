@@ -18,7 +18,7 @@ from portal.submissions.importing import import_report, import_results
 from portal.submissions.lifecycle import apply_report, record_report
 from portal.submissions.models import AIModel, Submission
 
-from .conftest import with_interval
+from .conftest import one_round, with_interval
 from .test_worker_callbacks import job, post  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.django_db
@@ -163,3 +163,27 @@ def test_the_model_leaderboard_counts_problems_solved_without_an_interval(
     finished(real_report, all_reduce, cpu_hardware, owner, model="older-model")
     page = Client().get(f"/leaderboard/?hardware={cpu_hardware.slug}").content.decode()
     assert "Solved without interval" in page
+
+
+def test_one_round_shows_no_interval_on_the_submission_page_and_the_board(
+        real_report: dict[str, Any], all_reduce: Any, cpu_hardware: Any, owner: Any) -> None:
+    sub = finished(one_round(real_report), all_reduce, cpu_hardware, owner)
+    assert sub.speedup_low == sub.speedup_high == sub.speedup  # stored as the report gives it
+    page = Client().get(f"/submissions/{sub.pk}/").content.decode()
+    assert "no interval (1 round)</small>" in page and "(1.19–1.19)" not in page
+    assert "1 alternating round in" in page and "fewer than the 6 a 95% interval needs" in page
+    start = page.index('<script id="data-rounds" type="application/json">') + len(
+        '<script id="data-rounds" type="application/json">')
+    chart = json.loads(page[start:page.index("</script>", start)])
+    assert chart["ratio"] and (chart["low"], chart["high"]) == (None, None)  # no band drawn
+    board = Client().get(f"/problems/all-reduce/?hardware={cpu_hardware.slug}").content.decode()
+    assert "no interval (1 round)</small>" in board and "(1.19–1.19)" not in board
+
+
+def test_ends_that_are_one_value_are_not_bracketed_where_the_rounds_are_unknown() -> None:
+    from portal.catalog.templatetags.pkb import speedup
+
+    assert "no interval" in speedup(1.381, 1.381, 1.381) and "(1.38–1.38)" not in speedup(1.381, 1.381, 1.381)
+    assert "(1.17–1.21)" in speedup(1.19, 1.17, 1.21)
+    assert "no interval (2 rounds)" in speedup(1.19, 0.9, 1.5, "", 2)
+    assert "(1.17–1.21)" in speedup(1.19, 1.17, 1.21, "", 6)

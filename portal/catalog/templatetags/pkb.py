@@ -9,6 +9,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from portal.lib import reports
 from portal.lib.exports import export_links
 from portal.lib.tables import Table
 
@@ -25,27 +26,46 @@ def ratio(value: Any) -> str:
     return "" if value is None else f"{float(value):.2f}x"
 
 
+ONE_VALUE_NOTE = ("No interval: its two ends are one value, as the timing gives from a single "
+                  "round.")
+
+
 @register.simple_tag
-def speedup(value: Any, low: Any = None, high: Any = None, note: str = "") -> str | SafeString:
+def speedup(value: Any, low: Any = None, high: Any = None, note: str = "",
+            rounds: Any = None) -> str | SafeString:
     """``1.19x (1.17–1.21)`` with ``note`` as its tooltip; without an interval, a point estimate
-    marked as such where ``note`` says why (a baseline row has neither)."""
+    marked as such where ``note`` says why (a baseline row has neither). ``rounds``, where known:
+    from fewer rounds than a 95% interval needs (reports.MIN_INTERVAL_ROUNDS) the ends are not
+    one and are not bracketed; where unknown, ends that are one value (one round) are not."""
     if value is None:
         return ""
     if low not in (None, "") and high not in (None, ""):  # "": a missing attribute in a template
+        known = isinstance(rounds, int) and not isinstance(rounds, bool)
+        if known and rounds < reports.MIN_INTERVAL_ROUNDS:
+            title = note or reports.too_few_rounds_note(rounds, float(low))
+            return _no_interval(value, title, f"no interval ({rounds} round{'' if rounds == 1 else 's'})")
+        if not known and float(low) == float(high):
+            return _no_interval(value, note or ONE_VALUE_NOTE, "no interval")
         span = format_html('<span class="interval">({}–{})</span>', f"{float(low):.2f}", f"{float(high):.2f}")
         if not note:
             return format_html('<span class="speedup">{} {}</span>', ratio(value), span)
         return format_html('<span class="speedup" title="{}">{} {}</span>', note, ratio(value), span)
     if note:
-        return format_html('<span class="speedup point" title="{}">{} '
-                           '<small class="muted">no interval</small></span>', note, ratio(value))
+        return _no_interval(value, note, "no interval")
     return ratio(value)
+
+
+def _no_interval(value: Any, title: str, label: str) -> SafeString:
+    return format_html('<span class="speedup point" title="{}">{} <small class="muted">{}</small></span>',
+                       title, ratio(value), label)
 
 
 @register.simple_tag
 def speedup_cell(row: Any, key: str) -> str | SafeString:
-    """A table row's speedup under ``key``, with ``key_low``, ``key_high`` and ``key_note``."""
-    return speedup(row.get(key), row.get(f"{key}_low"), row.get(f"{key}_high"), row.get(f"{key}_note", ""))
+    """A table row's speedup under ``key``, with ``key_low``, ``key_high``, ``key_note`` and
+    ``key_rounds`` (how many rounds timed it, where its report says)."""
+    return speedup(row.get(key), row.get(f"{key}_low"), row.get(f"{key}_high"), row.get(f"{key}_note", ""),
+                   row.get(f"{key}_rounds"))
 
 
 @register.filter
