@@ -29,14 +29,17 @@ import signal
 import socket
 import struct
 import subprocess
+import sys
 import time
 from typing import Any
 
 from . import libc
-from .policy import SANDBOX_UID
+from .policy import REPO_ROOT, SANDBOX_UID
 from .watch import freeze_everyone, kill_everyone, thaw_everyone, usage_by_namespace
 
 START_ATTEMPTS = 3  # a rank whose set-up before exec fails is started again (SideInit._spawn)
+ZYGOTE_ENTRY = (f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); "
+                "from evaluator.sandbox.zygote import main; main()")
 
 NEW_ROOT = "/tmp"  # in our private mount namespace; every source is opened before it is covered
 SCAN_INTERVAL_S = 0.1
@@ -218,6 +221,10 @@ class SideInit:
     # -- the ranks ------------------------------------------------------------------------
 
     def start_ranks(self) -> None:
+        if self.spec["device"] == "cpu" and self.spec["ranks"] and all(
+                launch["argv"][:3] == [sys.executable, "-I", "-c"] for launch in self.spec["ranks"]) \
+                and self._start_ranks_from_zygote():
+            return
         for launch in self.spec["ranks"]:
             log = launch["log_fd"]
             popen = self._spawn(launch, log)
@@ -230,6 +237,47 @@ class SideInit:
         for launch in self.spec["ranks"]:
             for fd in {launch["log_fd"], launch["stdin_fd"], *launch["pass_fds"]}:
                 os.close(fd)
+
+    def _start_ranks_from_zygote(self) -> bool:
+        """Every rank forked from one process that imported torch once (zygote.py). False, with
+        nothing started, where the zygote declines (a thread after its imports, a failed import):
+        the ranks are then started by exec."""
+        launches = self.spec["ranks"]
+        fds = sorted({fd for launch in launches for fd in (*launch["pass_fds"], launch["log_fd"], launch["stdin_fd"])})
+        zygote = subprocess.Popen([sys.executable, "-I", "-c", ZYGOTE_ENTRY], env=launches[0]["env"],
+                                  pass_fds=tuple(fds), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  cwd=self.spec["work"])
+        assert zygote.stdin is not None and zygote.stdout is not None
+        zygote.stdin.write(json.dumps({"ranks": launches, "limits": self.limits, "device": self.spec["device"],
+                                       "rank_uid": self.spec["rank_uid"], "work": self.spec["work"]}).encode() + b"\n")
+        zygote.stdin.close()
+        started = False
+        try:
+            for line in zygote.stdout:
+                event = json.loads(line)
+                if "fallback" in event:
+                    os.write(2, f"pkb sandbox: ranks started by exec: {event['fallback']}\n".encode())
+                    return False
+                if "error" in event:
+                    raise RuntimeError(f"rank {event['rank']}: {event['error']}")
+                if event.get("done"):
+                    started = True
+                    break
+                pid, rank = int(event["pid"]), int(event["rank"])
+                self.ranks[pid] = rank
+                try:
+                    self.rank_ns[os.readlink(f"/proc/{pid}/ns/user")] = rank
+                except OSError:
+                    pass  # it exited already; its exit is reported when the init reaps it
+            if not started:
+                raise RuntimeError(f"the zygote ended before it started every rank (status {zygote.wait()})")
+        finally:
+            zygote.stdout.close()
+            zygote.wait()  # its ranks, orphaned, are ours to reap: we are PID 1 of their namespace
+        for launch in launches:
+            for fd in {launch["log_fd"], launch["stdin_fd"], *launch["pass_fds"]}:
+                os.close(fd)
+        return True
 
     def _spawn(self, launch: dict[str, Any], log: int) -> subprocess.Popen[bytes]:
         """Start one rank. Its set-up before exec failed now and then on a loaded host (twice in

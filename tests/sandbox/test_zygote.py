@@ -1,0 +1,107 @@
+"""A CPU side's ranks are forked from one process that imported torch once (evaluator/sandbox/
+zygote.py), and each still starts as an exec'd rank did: its own stdin (token), only its own
+descriptors, its own user namespace and uid, the argv it was given, fresh standard streams."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evaluator.config import ResourceLimits
+from evaluator.sandbox import RankLaunch, open_box
+from evaluator.sandbox.policy import SANDBOX_UID, rank_env
+
+pytestmark = pytest.mark.confined
+
+# What a rank reports about itself, on its log, as one JSON line.
+PROBE = r"""
+import json, os, sys
+token = sys.stdin.readline().strip()
+listing = os.open("/proc/self/fd", os.O_RDONLY | os.O_DIRECTORY)
+fds = []
+for name in os.listdir(listing):  # which dups `listing` while it reads: gone by the readlink
+    try:
+        os.readlink(f"/proc/self/fd/{name}")
+    except OSError:
+        continue
+    if int(name) != listing:
+        fds.append(int(name))
+fds.sort()
+print(json.dumps({
+    "torch_preloaded": "torch" in sys.modules,
+    "token": token,
+    "argv": sys.argv,
+    "uid": os.getuid(),
+    "userns": os.readlink("/proc/self/ns/user"),
+    "fds": fds,
+    "cwd": os.getcwd(),
+    "omp": os.environ.get("OMP_NUM_THREADS"),
+}), flush=True)
+"""
+
+
+def run_side(argv_of: Any, ranks: int = 2) -> list[dict[str, Any]]:
+    """Start ``ranks`` ranks in a confined CPU box, each with a token on stdin and one extra
+    descriptor of its own; what each printed."""
+    with tempfile.TemporaryDirectory() as tmp:
+        inbox = Path(tmp) / "in"
+        inbox.mkdir()
+        box = open_box(Path(tmp), inbox, "cpu", ResourceLimits(), confined=True)
+        env = rank_env("cpu", 1, home=box.home, work=box.work, confined=True)
+        launches, logs, ours = [], [], []
+        for rank in range(ranks):
+            log_r, log_w = os.pipe()
+            stdin_r, stdin_w = os.pipe()
+            os.write(stdin_w, f"token-{rank}\n".encode())
+            os.close(stdin_w)
+            extra_r, extra_w = os.pipe()  # stands for the rank's status pipe
+            launches.append(RankLaunch(rank, argv_of(rank, extra_w), env, (extra_w,), log_w, stdin_r))
+            logs.append(log_r)
+            ours += [log_w, stdin_r, extra_w, extra_r]
+        try:
+            box.start(launches)
+            for fd in ours:
+                os.close(fd)
+            found = []
+            for log in logs:
+                text = b""
+                deadline = time.monotonic() + 60
+                while not text.endswith(b"\n") and time.monotonic() < deadline:
+                    chunk = os.read(log, 65536)
+                    if not chunk:
+                        break
+                    text += chunk
+                found.append(json.loads(text.decode().strip().splitlines()[-1]))
+            return found
+        finally:
+            box.stop()
+            box.close()
+            for log in logs:
+                os.close(log)
+
+
+def test_cpu_ranks_are_forked_with_torch_imported_and_each_starts_as_its_own_process():
+    seen = run_side(lambda rank, fd: [sys.executable, "-I", "-c", PROBE, f"rank{rank}", str(fd)])
+    for rank, rank_seen in enumerate(seen):
+        assert rank_seen["torch_preloaded"], "the rank imported torch itself: it was exec'd, not forked"
+        assert rank_seen["token"] == f"token-{rank}"  # its own stdin, nothing read ahead by another
+        assert rank_seen["argv"] == ["-c", f"rank{rank}", rank_seen["argv"][2]]
+        # 0, 1, 2 and its own descriptor: nothing of the other rank's, nor of the zygote's
+        assert rank_seen["fds"] == [0, 1, 2, int(rank_seen["argv"][2])]
+        assert rank_seen["uid"] == SANDBOX_UID
+        assert rank_seen["omp"] == "1"
+        assert rank_seen["cwd"] == "/work" or rank_seen["cwd"].endswith("work")
+    assert seen[0]["userns"] != seen[1]["userns"], "both ranks share a user namespace"
+
+
+def test_a_launch_that_is_not_python_dash_c_is_started_by_exec():
+    seen = run_side(lambda rank, fd: [sys.executable, "-c", PROBE, f"rank{rank}", str(fd)], ranks=1)
+    assert not seen[0]["torch_preloaded"]
+    assert seen[0]["token"] == "token-0" and seen[0]["uid"] == SANDBOX_UID
