@@ -20,7 +20,7 @@ from .plain import PlainBox
 def open_box(side_dir: Path, inbox: Path, device: str, resources: ResourceLimits, *, confined: bool) -> Box:
     if confined:
         return ConfinedBox(side_dir, inbox, device, resources)
-    return PlainBox(side_dir, inbox)
+    return PlainBox(side_dir, inbox, device)
 
 
 @functools.lru_cache(maxsize=None)

@@ -29,17 +29,16 @@ import signal
 import socket
 import struct
 import subprocess
-import sys
 import time
 from typing import Any
 
 from . import libc
-from .policy import REPO_ROOT, SANDBOX_UID
+from .policy import SANDBOX_UID
 from .watch import freeze_everyone, kill_everyone, thaw_everyone, usage_by_namespace
+from .zygote import Zygote
+from .zygote import eligible as zygote_eligible
 
 START_ATTEMPTS = 3  # a rank whose set-up before exec fails is started again (SideInit._spawn)
-ZYGOTE_ENTRY = (f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); "
-                "from evaluator.sandbox.zygote import main; main()")
 
 NEW_ROOT = "/tmp"  # in our private mount namespace; every source is opened before it is covered
 SCAN_INTERVAL_S = 0.1
@@ -221,9 +220,7 @@ class SideInit:
     # -- the ranks ------------------------------------------------------------------------
 
     def start_ranks(self) -> None:
-        if self.spec["device"] == "cpu" and self.spec["ranks"] and all(
-                launch["argv"][:3] == [sys.executable, "-I", "-c"] for launch in self.spec["ranks"]) \
-                and self._start_ranks_from_zygote():
+        if self.spec["device"] == "cpu" and zygote_eligible(self.spec["ranks"]) and self._start_ranks_from_zygote():
             return
         for launch in self.spec["ranks"]:
             log = launch["log_fd"]
@@ -243,37 +240,20 @@ class SideInit:
         nothing started, where the zygote declines (a thread after its imports, a failed import):
         the ranks are then started by exec."""
         launches = self.spec["ranks"]
-        fds = sorted({fd for launch in launches for fd in (*launch["pass_fds"], launch["log_fd"], launch["stdin_fd"])})
-        zygote = subprocess.Popen([sys.executable, "-I", "-c", ZYGOTE_ENTRY], env=launches[0]["env"],
-                                  pass_fds=tuple(fds), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  cwd=self.spec["work"])
-        assert zygote.stdin is not None and zygote.stdout is not None
-        zygote.stdin.write(json.dumps({"ranks": launches, "limits": self.limits, "device": self.spec["device"],
-                                       "rank_uid": self.spec["rank_uid"], "work": self.spec["work"]}).encode() + b"\n")
-        zygote.stdin.close()
-        started = False
+        zygote = Zygote(launches, work=self.spec["work"], limits=self.limits, device=self.spec["device"],
+                        rank_uid=self.spec["rank_uid"], keep=False)
         try:
-            for line in zygote.stdout:
-                event = json.loads(line)
-                if "fallback" in event:
-                    os.write(2, f"pkb sandbox: ranks started by exec: {event['fallback']}\n".encode())
-                    return False
-                if "error" in event:
-                    raise RuntimeError(f"rank {event['rank']}: {event['error']}")
-                if event.get("done"):
-                    started = True
-                    break
-                pid, rank = int(event["pid"]), int(event["rank"])
-                self.ranks[pid] = rank
-                try:
-                    self.rank_ns[os.readlink(f"/proc/{pid}/ns/user")] = rank
-                except OSError:
-                    pass  # it exited already; its exit is reported when the init reaps it
-            if not started:
-                raise RuntimeError(f"the zygote ended before it started every rank (status {zygote.wait()})")
+            if not zygote.wait_started():
+                os.write(2, f"pkb sandbox: ranks started by exec: {zygote.declined}\n".encode())
+                return False
         finally:
-            zygote.stdout.close()
-            zygote.wait()  # its ranks, orphaned, are ours to reap: we are PID 1 of their namespace
+            zygote.close()  # it exits once every rank runs; its ranks, orphaned, are ours to reap
+        for rank, pid in zygote.pids.items():
+            self.ranks[pid] = rank
+            try:
+                self.rank_ns[os.readlink(f"/proc/{pid}/ns/user")] = rank
+            except OSError:
+                pass  # it exited already; its exit is reported when we reap it
         for launch in launches:
             for fd in {launch["log_fd"], launch["stdin_fd"], *launch["pass_fds"]}:
                 os.close(fd)

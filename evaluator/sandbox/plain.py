@@ -20,25 +20,70 @@ from typing import Any, Optional
 from .box import OutputRules, RankLaunch, copy_regular_files
 from ..procs import descendants
 from .watch import task_state
+from .zygote import Zygote
+from .zygote import eligible as zygote_eligible
+
+
+class ForkedRank:
+    """A rank forked by the zygote, which stays its parent and reports its exit: what PlainBox
+    asks of a ``subprocess.Popen``."""
+
+    def __init__(self, zygote: Zygote, rank: int) -> None:
+        self.zygote = zygote
+        self.rank = rank
+        self.pid = zygote.pids[rank]
+
+    def poll(self) -> Optional[int]:
+        code = self.zygote.poll_exits().get(self.rank)
+        if code is None and self.zygote.ended:
+            return -signal.SIGKILL  # its reporter is gone (killed with the side): so is it, or it will be
+        return code
+
+    def wait(self, timeout: float) -> int:
+        deadline = time.monotonic() + timeout
+        while (code := self.poll()) is None:
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"rank {self.rank}", timeout)
+            self.zygote.poll_exits(min(0.1, max(0.0, deadline - time.monotonic())))
+        return code
 
 
 class PlainBox:
     confined = False
 
-    def __init__(self, side_dir: Path, inbox: Path) -> None:
+    def __init__(self, side_dir: Path, inbox: Path, device: str = "cpu") -> None:
         self.inbox = inbox
+        self.device = device
         self.work = side_dir / "work"
         self.home = self.work / "home"
         for sub in ("tmp", "home", "out"):
             (self.work / sub).mkdir(parents=True, exist_ok=True)
-        self.processes: dict[int, subprocess.Popen[bytes]] = {}
+        self.processes: dict[int, Any] = {}  # rank -> subprocess.Popen or ForkedRank
         self.reported: set[int] = set()
+        self.zygote: Optional[Zygote] = None
 
     def start(self, launches: list[RankLaunch]) -> None:
+        if self.device == "cpu" and self._start_from_zygote(launches):
+            return
         for launch in launches:
             self.processes[launch.rank] = subprocess.Popen(
                 launch.argv, env=launch.env, pass_fds=launch.pass_fds, stdin=launch.stdin_fd,
                 stdout=launch.log_fd, stderr=launch.log_fd, cwd=str(self.work), start_new_session=True)
+
+    def _start_from_zygote(self, launches: list[RankLaunch]) -> bool:
+        """Ranks forked from one import of torch (zygote.py), each in a session of its own; False
+        where the zygote declines them (then they start by exec)."""
+        specs = [{"rank": l.rank, "argv": l.argv, "env": l.env, "pass_fds": list(l.pass_fds),
+                  "log_fd": l.log_fd, "stdin_fd": l.stdin_fd} for l in launches]
+        if not zygote_eligible(specs):
+            return False
+        zygote = Zygote(specs, work=str(self.work), limits={}, device=self.device, rank_uid=0, keep=True)
+        if not zygote.wait_started():
+            zygote.close()
+            return False
+        self.zygote = zygote
+        self.processes = {rank: ForkedRank(zygote, rank) for rank in sorted(zygote.pids)}
+        return True
 
     def fileno(self) -> Optional[int]:
         return None
@@ -115,6 +160,8 @@ class PlainBox:
                 process.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
+        if self.zygote is not None and all(rank in self.zygote.exits for rank in self.processes):
+            self.zygote.close()  # it has reported every rank's exit and is on its way out
 
     def copy_outputs(self, dest: Path, rules: OutputRules) -> None:
         fd = os.open(self.work / "out", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -125,6 +172,8 @@ class PlainBox:
 
     def close(self) -> None:
         self.stop()
+        if self.zygote is not None:
+            self.zygote.close()
 
 
 def _descendants(root: int) -> list[int]:

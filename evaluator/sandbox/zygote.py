@@ -18,10 +18,13 @@ thread held would stay held in the child forever): if an import started a thread
 the init starts the ranks by exec as before. Only CPU sides use it; CUDA must not be initialised
 before a fork, and GPU ranks have not been measured this way.
 
-Protocol: one JSON line on stdin (``{"ranks": [...], "limits", "device", "rank_uid", "work"}``);
-on stdout one JSON line per rank, ``{"rank", "pid"}`` once that rank has dropped its privileges
-(or ``{"rank", "error"}``), then ``{"done": true}``; then it exits, and its ranks, orphaned, are
-the init's to reap (it is PID 1 of their namespace).
+Protocol: one JSON line on stdin (``{"ranks": [...], "limits", "device", "rank_uid", "work",
+"keep"}``); on stdout one JSON line per rank, ``{"rank", "pid"}`` once that rank has dropped its
+privileges (or ``{"rank", "error"}``), then ``{"done": true}``. Confined, it then exits, and its
+ranks, orphaned, are the init's to reap (it is PID 1 of their namespace). Unconfined (``keep``:
+the unconfined box, which has no init), it stays their parent, reaps them and reports each exit
+as ``{"rank", "code"}`` (``code`` < 0: killed by that signal), then exits; each rank there starts
+a session of its own instead of dropping privileges, as ``Popen(start_new_session=True)`` did.
 """
 
 from __future__ import annotations
@@ -29,15 +32,100 @@ from __future__ import annotations
 import io
 import json
 import os
+import select
+import subprocess
 import sys
 import threading
 import traceback
-from typing import Any
+from typing import Any, Optional
+
+from .policy import REPO_ROOT
 
 # The modules every rank imports before its first trial (rank_main, rank_runner and what they use).
 PRELOAD = ("torch", "torch.distributed", "evaluator.rank_main", "evaluator.rank_runner",
            "evaluator.rank_timing", "evaluator.channel", "evaluator.shim.buffers", "evaluator.shim.calls")
 START_ATTEMPTS = 3  # as init.START_ATTEMPTS: a set-up that failed before any rank code ran is retried
+ENTRY = f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); from evaluator.sandbox.zygote import main; main()"
+
+
+class Zygote:
+    """The starting side's handle on a zygote: started with every rank's launch (dicts of
+    ``RankLaunch``'s fields) and descriptors; ``pids`` once every rank runs, ``declined`` when it
+    started none (the caller then starts them by exec); with ``keep``, ``exits`` as they come."""
+
+    def __init__(self, launches: list[dict[str, Any]], *, work: str, limits: dict[str, int], device: str,
+                 rank_uid: int, keep: bool) -> None:
+        fds = sorted({fd for launch in launches for fd in (*launch["pass_fds"], launch["log_fd"], launch["stdin_fd"])})
+        self.process = subprocess.Popen(
+            [sys.executable, "-I", "-c", ENTRY], env=launches[0]["env"], pass_fds=tuple(fds),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=work)
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps({"ranks": launches, "limits": limits, "device": device,
+                                             "rank_uid": rank_uid, "work": work, "keep": keep}).encode() + b"\n")
+        self.process.stdin.close()
+        self.out = self.process.stdout.fileno()
+        self.buffer = b""
+        self.pids: dict[int, int] = {}  # rank -> pid
+        self.declined = ""
+        self.exits: dict[int, int] = {}  # rank -> exit code (keep only)
+        self.ended = False
+
+    def wait_started(self) -> bool:
+        """Until every rank runs (True) or the zygote declined (False: nothing was started).
+        Raises RuntimeError where a rank could not be set up."""
+        while True:
+            event = self._next(None)
+            if event is None:
+                raise RuntimeError(f"the zygote ended before it started every rank (status {self.process.wait()})")
+            if "fallback" in event:
+                self.declined = event["fallback"]
+                self.process.wait()
+                return False
+            if "error" in event:
+                raise RuntimeError(f"rank {event['rank']}: {event['error']}")
+            if event.get("done"):
+                return True
+            self.pids[int(event["rank"])] = int(event["pid"])
+
+    def poll_exits(self, timeout: Optional[float] = 0.0) -> dict[int, int]:
+        """Ranks' exits reported so far (``keep``); waits up to ``timeout`` for news."""
+        while not self.ended:
+            event = self._next(timeout)
+            if event is None:
+                break
+            self.exits[int(event["rank"])] = int(event["code"])
+            timeout = 0.0
+        return self.exits
+
+    def close(self) -> None:
+        """Ends it (if it has not ended) and stops reading: exits reported so far stay known."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        self.ended = True
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+    def _next(self, timeout: Optional[float]) -> Optional[dict[str, Any]]:
+        """The next line, or None: none within ``timeout`` (None: wait), or the zygote ended."""
+        while b"\n" not in self.buffer:
+            if self.ended:
+                return None
+            readable, _, _ = select.select([self.out], [], [], timeout)
+            if not readable:
+                return None
+            chunk = os.read(self.out, 65536)
+            if not chunk:
+                self.ended = True
+                return None
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)
+
+
+def eligible(launches: list[dict[str, Any]]) -> bool:
+    """Launches the zygote can fork: ``python -I -c PROGRAM ...`` of this interpreter."""
+    return bool(launches) and all(launch["argv"][:3] == [sys.executable, "-I", "-c"] for launch in launches)
 
 
 def main() -> None:
@@ -55,9 +143,17 @@ def main() -> None:
         os._exit(0)
     sys.stdout.flush()
     sys.stderr.flush()
+    ranks = {}
     for launch in spec["ranks"]:
-        _send(**_fork_rank(launch, spec))
+        started = _fork_rank(launch, spec)
+        _send(**started)
+        if "pid" in started:
+            ranks[started["pid"]] = started["rank"]
     _send(done=True)
+    while spec.get("keep") and ranks:
+        pid, status = os.waitpid(-1, 0)
+        if pid in ranks:
+            _send(rank=ranks.pop(pid), code=os.waitstatus_to_exitcode(status))
     os._exit(0)
 
 
@@ -92,7 +188,10 @@ def _become_rank(launch: dict[str, Any], spec: dict[str, Any], ready_w: int) -> 
         for fd in launch["pass_fds"]:
             os.set_inheritable(fd, True)  # as Popen's pass_fds leaves them
         os.chdir(spec["work"])
-        drop_privileges(spec["limits"], spec["device"], spec["rank_uid"])
+        if spec.get("keep"):
+            os.setsid()  # unconfined: a session of its own, so that a kill takes what it started
+        else:
+            drop_privileges(spec["limits"], spec["device"], spec["rank_uid"])
         # Fresh standard streams on the new descriptors: nothing buffered in ours may leak into
         # the rank's, nor the rank's read-ahead of stdin (its token) stay behind in ours.
         sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)))

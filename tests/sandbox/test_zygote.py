@@ -1,6 +1,7 @@
 """A CPU side's ranks are forked from one process that imported torch once (evaluator/sandbox/
 zygote.py), and each still starts as an exec'd rank did: its own stdin (token), only its own
-descriptors, its own user namespace and uid, the argv it was given, fresh standard streams."""
+descriptors, the argv it was given, fresh standard streams; confined, its own user namespace and
+uid; unconfined, a session of its own, and its exit status reaches the box."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from evaluator.config import ResourceLimits
 from evaluator.sandbox import RankLaunch, open_box
 from evaluator.sandbox.policy import SANDBOX_UID, rank_env
 
-pytestmark = pytest.mark.confined
+CONFINED = [pytest.param(True, marks=pytest.mark.confined, id="confined"), pytest.param(False, id="unconfined")]
 
 # What a rank reports about itself, on its log, as one JSON line.
 PROBE = r"""
@@ -43,18 +44,20 @@ print(json.dumps({
     "fds": fds,
     "cwd": os.getcwd(),
     "omp": os.environ.get("OMP_NUM_THREADS"),
+    "session_leader": os.getsid(0) == os.getpid(),
 }), flush=True)
+sys.exit(3)
 """
 
 
-def run_side(argv_of: Any, ranks: int = 2) -> list[dict[str, Any]]:
-    """Start ``ranks`` ranks in a confined CPU box, each with a token on stdin and one extra
-    descriptor of its own; what each printed."""
+def run_side(argv_of: Any, confined: bool, ranks: int = 2) -> list[dict[str, Any]]:
+    """Start ``ranks`` ranks in a CPU box, each with a token on stdin and one extra descriptor of
+    its own; what each printed, and its exit status as the box reported it."""
     with tempfile.TemporaryDirectory() as tmp:
         inbox = Path(tmp) / "in"
         inbox.mkdir()
-        box = open_box(Path(tmp), inbox, "cpu", ResourceLimits(), confined=True)
-        env = rank_env("cpu", 1, home=box.home, work=box.work, confined=True)
+        box = open_box(Path(tmp), inbox, "cpu", ResourceLimits(), confined=confined)
+        env = rank_env("cpu", 1, home=box.home, work=box.work, confined=confined)
         launches, logs, ours = [], [], []
         for rank in range(ranks):
             log_r, log_w = os.pipe()
@@ -79,7 +82,12 @@ def run_side(argv_of: Any, ranks: int = 2) -> list[dict[str, Any]]:
                         break
                     text += chunk
                 found.append(json.loads(text.decode().strip().splitlines()[-1]))
-            return found
+            codes: dict[int, int] = {}
+            deadline = time.monotonic() + 30
+            while len(codes) < ranks and time.monotonic() < deadline:
+                codes.update({e["rank"]: e["code"] for e in box.events() if e["event"] == "exit"})
+                time.sleep(0.05)
+            return [{**seen, "code": codes.get(rank)} for rank, seen in enumerate(found)]
         finally:
             box.stop()
             box.close()
@@ -87,21 +95,28 @@ def run_side(argv_of: Any, ranks: int = 2) -> list[dict[str, Any]]:
                 os.close(log)
 
 
-def test_cpu_ranks_are_forked_with_torch_imported_and_each_starts_as_its_own_process():
-    seen = run_side(lambda rank, fd: [sys.executable, "-I", "-c", PROBE, f"rank{rank}", str(fd)])
+@pytest.mark.parametrize("confined", CONFINED)
+def test_cpu_ranks_are_forked_with_torch_imported_and_each_starts_as_its_own_process(confined):
+    seen = run_side(lambda rank, fd: [sys.executable, "-I", "-c", PROBE, f"rank{rank}", str(fd)], confined)
     for rank, rank_seen in enumerate(seen):
         assert rank_seen["torch_preloaded"], "the rank imported torch itself: it was exec'd, not forked"
         assert rank_seen["token"] == f"token-{rank}"  # its own stdin, nothing read ahead by another
         assert rank_seen["argv"] == ["-c", f"rank{rank}", rank_seen["argv"][2]]
         # 0, 1, 2 and its own descriptor: nothing of the other rank's, nor of the zygote's
         assert rank_seen["fds"] == [0, 1, 2, int(rank_seen["argv"][2])]
-        assert rank_seen["uid"] == SANDBOX_UID
         assert rank_seen["omp"] == "1"
-        assert rank_seen["cwd"] == "/work" or rank_seen["cwd"].endswith("work")
-    assert seen[0]["userns"] != seen[1]["userns"], "both ranks share a user namespace"
+        assert rank_seen["cwd"].endswith("work")
+        assert rank_seen["code"] == 3  # its own exit status, as the box reports it
+        if confined:
+            assert rank_seen["uid"] == SANDBOX_UID
+        else:
+            assert rank_seen["session_leader"]  # a kill of its process group takes what it started
+    if confined:
+        assert seen[0]["userns"] != seen[1]["userns"], "both ranks share a user namespace"
 
 
-def test_a_launch_that_is_not_python_dash_c_is_started_by_exec():
-    seen = run_side(lambda rank, fd: [sys.executable, "-c", PROBE, f"rank{rank}", str(fd)], ranks=1)
+@pytest.mark.parametrize("confined", CONFINED)
+def test_a_launch_that_is_not_python_dash_c_is_started_by_exec(confined):
+    seen = run_side(lambda rank, fd: [sys.executable, "-c", PROBE, f"rank{rank}", str(fd)], confined, ranks=1)
     assert not seen[0]["torch_preloaded"]
-    assert seen[0]["token"] == "token-0" and seen[0]["uid"] == SANDBOX_UID
+    assert seen[0]["token"] == "token-0" and seen[0]["code"] == 3
