@@ -81,3 +81,18 @@ def test_enough_rounds_print_the_interval_in_brackets():
     text = render_summary(timed_report(6, 1.17, 1.21))
     assert "95% interval [1.170, 1.210] over 6 alternating rounds of 10 calls; stopped: time_cap" in text
     assert "no interval" not in text
+
+
+def test_the_dtype_on_the_command_line_is_the_evaluations(monkeypatch, capsys, tmp_path):
+    # What reaches evaluate(): tests/problems/test_pkb_bf16.py then runs those configs in-process.
+    seen = []
+
+    def evaluate(config, progress=None):
+        seen.append(config)
+        raise SystemExit(0)
+
+    monkeypatch.setattr("evaluator.api.evaluate", evaluate)
+    with pytest.raises(SystemExit):
+        main(["eval", "--problem", "ddp-training-step", "--solution", CORRECT, "--world-size", "2",
+              "--dtype", "bfloat16", "--size", "small", "--no-timing"])
+    assert [(c.problem, c.dtype, c.size, c.timing) for c in seen] == [("ddp-training-step", "bfloat16", "small", False)]

@@ -4,18 +4,16 @@ bfloat16 where the problem used to be float32-only."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import problems
+from evaluator.api import evaluate
+from evaluator.config import EvalConfig
 from portal.runs.pkb.adapters import ADAPTERS
 from problems.spec import dtype_name
 
-ROOT = Path(__file__).resolve().parents[2]
 # Float32-only before issue 22; their references now take bfloat16 inputs.
 WERE_FLOAT32_ONLY = ("ddp-training-step", "zero1-training-step", "zero2-training-step",
                      "fsdp-training-step", "deepmd-kalman-optimizer-step", "ibot-patch-sinkhorn-knopp",
@@ -35,18 +33,12 @@ def test_their_default_dtype_is_still_float32() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("slug", WERE_FLOAT32_ONLY)
-def test_the_reference_passes_its_own_judge_in_bfloat16(slug: str, tmp_path: Path,
-                                                       request: pytest.FixtureRequest) -> None:
+def test_the_reference_passes_its_own_judge_in_bfloat16(slug: str, tmp_path: Path) -> None:
+    # In this process (--sandbox=off reaches it through tests/conftest.py): `pkb eval --dtype`'s
+    # path from the command line to this config is tests/evaluator/test_cli.py's.
     solution = tmp_path / "solution.py"
     solution.write_text(f"import problems\nsolution = problems.get({slug!r}).reference\n")
-    report = tmp_path / "report.json"
-    done = subprocess.run([sys.executable, "-m", "evaluator.cli", "eval", "--problem", slug,
-                           "--solution", str(solution), "--world-size", "2", "--device", "cpu",
-                           "--size", "small", "--dtype", "bfloat16", "--trials", "2",
-                           "--json", str(report),
-                           *(["--no-sandbox"] if request.config.getoption("--sandbox") == "off" else [])],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert report.exists(), done.stdout[-2000:] + done.stderr[-2000:]
-    result = json.loads(report.read_text())
+    result = evaluate(EvalConfig(problem=slug, solution_path=solution, world_size=2, device="cpu",
+                                 size="small", dtype="bfloat16", trials=2, timing=False))
     assert result["setting"]["dtype"] == "bfloat16"
     assert result["verdict"] == "pass", result.get("failure")
