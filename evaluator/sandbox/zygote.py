@@ -129,7 +129,9 @@ def eligible(launches: list[dict[str, Any]]) -> bool:
 
 
 def main() -> None:
-    spec = json.loads(_read_line(0))
+    from .init import read_line  # one line, no read-ahead: the rest of stdin is never ours
+
+    spec = json.loads(read_line(0))
     try:
         import importlib
 
@@ -237,16 +239,6 @@ def _reseed() -> None:
     numpy = sys.modules.get("numpy")
     if numpy is not None:
         numpy.random.seed()
-
-
-def _read_line(fd: int) -> str:
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            raise EOFError("the init closed the zygote's spec pipe")
-        data += chunk
-    return data.decode()
 
 
 def _send(**event: Any) -> None:
