@@ -1,11 +1,12 @@
-"""The unconfined box: ranks are plain child processes of the evaluator.
+"""The unconfined box: ranks are child processes of the evaluator (or of its zygote).
 
 For hosts without user namespaces, where an operator chose to run anyway; reports say
 ``sandbox: off``. Ranks still get the clean environment and a private work directory, and each
 runs in its own process session so that a kill takes what it started with it; a rank reaps its
 orphans, so what it detached (``setsid``, a double fork) is still found below it and stopped too,
 unless candidate code undoes that in its own process: only the confined box promises that nothing
-outlives a side.
+outlives a side. CPU ranks are forked from a zygote that imported torch once (zygote.py), which
+stays their parent and reports their exits (``ForkedRank``); other launches are plain children.
 """
 
 from __future__ import annotations
