@@ -47,9 +47,15 @@ CONFINEMENT_BLIND = test_accuracy test_compare test_stats test_cli test_cli_prob
 	test_paired_timing test_confinement test_exact_judging test_decision_band \
 	test_lossy_candidates test_sweep test_judge_buffers
 
+# Both passes run on TEST_WORKERS pytest-xdist workers (docs/tests.md has the measurements; 0: one
+# process). loadgroup keeps the tests that share an expensive module fixture (marked xdist_group)
+# on one worker; --no-loadscope-reorder keeps the order tests/conftest.py gives (slow ones first).
+TEST_WORKERS ?= 2
+XDIST = -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+
 test: install
-	$(PY) -m pytest -m "not long"
-	$(PY) -m pytest -q --sandbox=off -m "not long" tests/evaluator \
+	$(PY) -m pytest $(XDIST) -m "not long"
+	$(PY) -m pytest $(XDIST) -q --sandbox=off -m "not long" tests/evaluator \
 		$(foreach f,$(CONFINEMENT_BLIND),--ignore=tests/evaluator/$(f).py)
 
 # The long scenarios: a worker killed mid-evaluation, services that crash and come back, runs

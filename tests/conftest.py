@@ -5,6 +5,7 @@ are about the confinement itself carry the ``confined`` marker and are skipped t
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any, Iterator
 
 import pytest
@@ -21,6 +22,36 @@ def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
         for item in items:
             if "confined" in item.keywords:
                 item.add_marker(skip)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=start_order)
+
+
+def start_order(item: Any) -> tuple[int, bool]:
+    """Where ``item`` goes under pytest -n (make test); every worker sorts the same way, as
+    pytest-xdist requires.
+
+    xdist hands tests out in collection order: a long evaluation left near the end keeps one
+    worker busy while the other has nothing to do, so the ``slow`` tests without a database go
+    first. Database tests then keep pytest-django's order (plain, then transactional: the live
+    server and the real Celery worker come after every plain one, as in a serial run), slow
+    ones first; the quick tests without a database fill in at the end."""
+    slow = item.get_closest_marker("slow") is not None
+    database = _database_use(item)
+    if database is None:
+        return (0 if slow else 3, False)
+    return (1 if database == "db" else 2, not slow)
+
+
+def _database_use(item: Any) -> str | None:
+    """How ``item`` uses the database, as pytest-django reads its marker and fixtures: "db",
+    "transactional" or None."""
+    fixtures = getattr(item, "fixturenames", ())
+    marker = item.get_closest_marker("django_db")
+    flags = marker.kwargs if marker is not None else {}
+    if flags.get("transaction") or flags.get("reset_sequences") or \
+            "transactional_db" in fixtures or "live_server" in fixtures:
+        return "transactional"
+    return "db" if marker is not None or "db" in fixtures else None
 
 
 @pytest.fixture(autouse=True, scope="session")

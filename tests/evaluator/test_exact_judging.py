@@ -19,6 +19,9 @@ from .lossy_variants import LOSSY, run_world
 pytestmark = pytest.mark.slow
 SLUGS = summing_problems()
 WORLD_SIZES = (2, 4, 8)
+# Under pytest -n (make test), the tests of one world size share a worker: its gloo launch (up to
+# 30 s at 8 ranks) runs once per worker that needs it.
+WORLDS = [pytest.param(n, marks=pytest.mark.xdist_group(f"exact-judging-ws{n}")) for n in WORLD_SIZES]
 
 # (variant, problem, world size): rms error / the reference's rms error, as measured (seed 3).
 # NCCL's ring and gloo round every partial sum to bf16; by 8 ranks their error outgrows a 2^-7
@@ -56,7 +59,7 @@ def test_the_summing_problems_are_the_45_the_issue_counts_and_the_9_added_since(
     assert len(SLUGS) == 45 + 9
 
 
-@pytest.mark.parametrize("world_size", WORLD_SIZES)
+@pytest.mark.parametrize("world_size", WORLDS)
 def test_a_copy_of_the_reference_and_an_fp32_accumulation_pass(worlds, world_size, tmp_path_factory):
     ranks = world(worlds, world_size, tmp_path_factory.getbasetemp())
     failed = [(slug, variant) for slug in SLUGS for variant in ("copy", "fp32")
@@ -68,7 +71,7 @@ def test_a_copy_of_the_reference_and_an_fp32_accumulation_pass(worlds, world_siz
 INTEGER_REDUCTIONS = {"graphstorm-negative-ranking"}  # sums int64 row counts; outputs int64 ranks
 
 
-@pytest.mark.parametrize("world_size", WORLD_SIZES)
+@pytest.mark.parametrize("world_size", WORLDS)
 @pytest.mark.parametrize("variant", LOSSY)
 def test_a_lossy_variant_fails_unless_the_references_own_rounding_hides_it(worlds, world_size, variant,
                                                                             tmp_path_factory):

@@ -153,7 +153,12 @@ def wrong_at_16k() -> dict[str, Any]:
     return run_sweep(_config("wrong_at_one_size"), targets=[4096, 16384, 65536])
 
 
+# The tests that read it share a worker under pytest -n (make test): the sweep runs once.
+READS_WRONG_AT_16K = pytest.mark.xdist_group("sweep-wrong-at-16k")
+
+
 @pytest.mark.slow
+@READS_WRONG_AT_16K
 def test_a_candidate_wrong_at_one_size_fails_at_that_size_only(wrong_at_16k):
     points = wrong_at_16k["points"]
     assert [p["verdict"] for p in points] == ["pass", "fail", "pass"]
@@ -170,6 +175,7 @@ def test_a_candidate_wrong_at_one_size_fails_at_that_size_only(wrong_at_16k):
 
 
 @pytest.mark.slow
+@READS_WRONG_AT_16K
 def test_a_sweep_report_validates_and_so_does_each_size(wrong_at_16k):
     jsonschema.validate(json.loads(json.dumps(wrong_at_16k)), SWEEP_SCHEMA)
     for point in wrong_at_16k["points"]:
@@ -184,6 +190,7 @@ def test_the_schema_refuses_a_point_without_its_size():
 
 
 @pytest.mark.slow
+@READS_WRONG_AT_16K
 def test_the_table_names_every_size_and_where_it_failed(wrong_at_16k):
     table = render_table(wrong_at_16k)
     lines = table.splitlines()

@@ -192,6 +192,14 @@ VALID_SOURCE = (
 )
 
 
+def pytest_collection_modifyitems(items: list[Any]) -> None:
+    """Under pytest -n --dist loadgroup (make test), the tests that need the real Celery worker
+    share one pytest worker: it and the live server it reports to start once, not once each."""
+    for item in items:
+        if "celery_worker_process" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("celery-worker"))
+
+
 @pytest.fixture(scope="session")
 def celery_worker_process(live_server: Any) -> Any:
     """A real `celery -A worker worker` subprocess on Redis, evaluating on CPU over gloo.

@@ -9,6 +9,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from portal.submissions.models import Submission
+from portal.submissions.workers import Liveness
 
 from .conftest import VALID_SOURCE
 
@@ -37,8 +38,16 @@ def upload(**fields: Any) -> dict[str, Any]:
     return {"source": SimpleUploadedFile("solution.py", VALID_SOURCE.encode()), **fields}
 
 
+@pytest.fixture
+def no_live_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The broker's answer: no worker serves any queue. Said here, not assumed: the real test
+    worker (celery_worker_process), once a test in this process has started it, serves the test
+    CPU's queue until the session ends."""
+    monkeypatch.setattr("portal.submissions.services.liveness", lambda: Liveness(True, {}))
+
+
 def test_a_missing_required_field_names_it(owner_api: Any, all_reduce: Any, gpu_hardware: Any,
-                                           cpu_hardware: Any) -> None:
+                                           cpu_hardware: Any, no_live_worker: None) -> None:
     # two hardware rows and no worker on either: no obvious choice, so `hardware` is required
     r = owner_api.post("/api/v1/submissions/", upload(problem="all-reduce"), format="multipart")
     error = error_of(r, 400)

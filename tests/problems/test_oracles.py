@@ -21,7 +21,9 @@ from problems.spec import dtype_name
 
 from .oracles import WORLD, Inputs, all_oracles, all_skipped
 
-pytestmark = pytest.mark.slow
+# One worker runs them all under pytest -n (make test): reference_run, 15 s of gloo ranks, is
+# computed once per worker that runs any of them.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("oracles-reference-run")]
 SEED = 5
 ORACLES = all_oracles()
 # Problems whose reference cannot be run in float64, and why (the evaluator judges their floating

@@ -4,6 +4,7 @@ process the side started stops, a detached one (its own session) included, and r
 from __future__ import annotations
 
 import os
+import secrets
 import sys
 import tempfile
 import time
@@ -15,10 +16,12 @@ from evaluator.config import ResourceLimits
 from evaluator.sandbox import RankLaunch, open_box
 from evaluator.sandbox.policy import rank_env
 
-MARKER = "__PKB_FREEZE_TEST__"
-RANK = (f"import subprocess, sys, time\n"
-        f"subprocess.Popen([sys.executable, '-c', 'while True: pass', '{MARKER}'], start_new_session=True)\n"
-        f"while True: pass\n")
+
+def rank_code(marker: str) -> str:
+    """A rank that spins, and a detached child that spins, its command line carrying ``marker``."""
+    return (f"import subprocess, sys, time\n"
+            f"subprocess.Popen([sys.executable, '-c', 'while True: pass', '{marker}'], start_new_session=True)\n"
+            f"while True: pass\n")
 
 
 def cpu_ticks(pids: list[int]) -> int:
@@ -46,6 +49,9 @@ def marked(pids_of: str) -> list[int]:
 
 @pytest.mark.parametrize("confined", [pytest.param(True, marks=pytest.mark.confined), False])
 def test_a_frozen_side_uses_no_cpu_until_it_is_thawed(confined):
+    # The spinners are found by their command line in /proc, host-wide: a marker of this run
+    # alone, or a copy of this test running beside it (pytest -n) would lend it its spinners.
+    marker = f"__PKB_FREEZE_TEST_{secrets.token_hex(6)}__"
     with tempfile.TemporaryDirectory() as tmp:
         inbox = Path(tmp) / "in"
         inbox.mkdir()
@@ -54,11 +60,11 @@ def test_a_frozen_side_uses_no_cpu_until_it_is_thawed(confined):
         stdin_r, stdin_w = os.pipe()
         os.close(stdin_w)
         env = rank_env("cpu", 1, home=box.home, work=box.work, confined=confined)
-        box.start([RankLaunch(0, [sys.executable, "-c", RANK], env, (), log_w, stdin_r)])
+        box.start([RankLaunch(0, [sys.executable, "-c", rank_code(marker)], env, (), log_w, stdin_r)])
         os.close(log_w)
         try:
             deadline = time.monotonic() + 30
-            while len(spinners := marked(MARKER)) < 1 and time.monotonic() < deadline:
+            while len(spinners := marked(marker)) < 1 and time.monotonic() < deadline:
                 time.sleep(0.1)
             assert spinners, "the detached spinner never started"
             if not confined:
@@ -72,7 +78,7 @@ def test_a_frozen_side_uses_no_cpu_until_it_is_thawed(confined):
             time.sleep(0.5)
             assert cpu_ticks(spinners) > frozen
             box.stop()
-            assert not marked(MARKER), "a detached process outlived its side"
+            assert not marked(marker), "a detached process outlived its side"
         finally:
             box.stop()
             box.close()

@@ -25,8 +25,19 @@ from portal.lib.stack import ProcessSpec
 from ..conftest import wait_for
 
 REPO = Path(__file__).resolve().parents[3]
-REDIS_PORT, POSTGRES_PORT = 6391, 5491
-WEB_PORTS = (8111, 8112, 8113)
+
+
+def _worker_index() -> int:
+    """Which pytest-xdist worker this is (gw0, gw1, ...; 0 without -n): each takes its own ports."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return int(worker[2:]) if worker.startswith("gw") else 0
+
+
+# Fixed, below the range the kernel hands out to outgoing connections (a port waited for while
+# nothing listens there stays free), and ten apart per worker so that two can run at once.
+_OFFSET = 10 * _worker_index()
+REDIS_PORT, POSTGRES_PORT = 6391 + _OFFSET, 5491 + _OFFSET
+WEB_PORTS = (8111 + _OFFSET, 8112 + _OFFSET, 8113 + _OFFSET)
 
 
 def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str, every_s: float = 0.2) -> Any:
