@@ -36,6 +36,10 @@ class SideDiagnosis:
         # "remote process exited") are the consequence, not the cause.
         if self.errors and not self.crashes:
             first = self.errors[0]
+            if first.get("failure_class") == FailureClass.COMPILE_ERROR.value and not first.get("compiler_output"):
+                # Ranks that build one extension together: one compiles while the others wait on
+                # its lock, then find no library. The one that compiled says why.
+                first = next((e for e in self.errors if e.get("compiler_output")), first)
             try:
                 failure_class = FailureClass(first.get("failure_class"))
             except ValueError:

@@ -141,8 +141,9 @@ def smoke_label(hardware: Hardware) -> str:
 
 
 def _unranked(label: str, hardware: Hardware) -> str:
-    """A speed column's header on CPU says that it orders nothing."""
-    return label if ranks_by_speed(hardware) else f"{label} ({NOT_RANKED})"
+    """A speed column's header on CPU is marked *, which the table's note says orders nothing
+    (the whole words in every header widened the model table past a 1400 px page)."""
+    return label if ranks_by_speed(hardware) else f"{label} *"
 
 
 def _pct(p: float) -> str:
@@ -185,8 +186,8 @@ def model_table(t: Track | ScoredTrack, ranked: list[ModelScore]) -> Table:
         rows.append(row)
     note = "" if ranks_by_speed(hw) else (
         "Ranked by problems solved (Correct), then pass@1, then name. CPU timings are a smoke test "
-        "of the pipeline, so the speed columns (fast_p above 0, fast_1@k, geo-mean speedup, "
-        "roofline fraction) are shown but order nothing.")
+        "of the pipeline, so the speed columns marked * (fast_p above 0, fast_1@k, geo-mean "
+        f"speedup, roofline fraction) are shown but order nothing: * {NOT_RANKED}.")
     return Table("models", f"Models on {hw.slug}{smoke_label(hw)}", columns, rows, note=note)
 
 
@@ -360,7 +361,7 @@ def problem_board(version: ProblemVersion, hardware: Hardware) -> ProblemBoard:
                      "backend": sub.backend, "date": sub.finished_at, "submission": sub.pk})
     note = "" if by_speed else (
         "Each model's first correct submission, earliest first: CPU timings are a smoke test, so "
-        "this board is not ordered by speedup and has no rank.")
+        f"this board is not ordered by speedup and has no rank (* {NOT_RANKED}).")
     table = Table("problem", f"{version.problem.slug} on {hardware.slug}{smoke_label(hardware)}",
                   columns, rows, note=note)
     return ProblemBoard(version, hardware, table, base)

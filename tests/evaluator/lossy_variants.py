@@ -142,5 +142,8 @@ def _rank(rank: int, world_size: int, slugs: list[str], out: str) -> None:
 def run_world(world_size: int, slugs: list[str], out: Path) -> list[dict[str, Any]]:
     """Every problem in ``slugs`` with every variant, in one gloo group; per rank: {slug: record}."""
     out.mkdir(parents=True, exist_ok=True)
-    mp.spawn(_rank, args=(world_size, slugs, str(out)), nprocs=world_size)
+    # Ranks forked from a server that imported torch and this module once per test process (as
+    # the evaluator's zygote does for its ranks): eight spawned ranks were eight imports of torch.
+    mp.set_forkserver_preload([__name__])
+    mp.start_processes(_rank, args=(world_size, slugs, str(out)), nprocs=world_size, start_method="forkserver")
     return [torch.load(out / f"rank{rank}.pt", weights_only=False) for rank in range(world_size)]
