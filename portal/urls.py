@@ -28,3 +28,4 @@ urlpatterns = [
 
 # An unreachable database or Redis answers 503 (JSON under /api/), not a bare 500.
 handler500 = "portal.lib.outage.server_error"
+handler404 = "portal.api.errors.page_not_found"

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views.csrf import csrf_failure as django_csrf_page
+from django.views.defaults import page_not_found as django_page_not_found
 from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -174,3 +175,13 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
                                        "authenticate with 'Authorization: Token <key>' and send "
                                        "no session cookie."), status=403)
     return django_csrf_page(request, reason=reason)
+
+
+def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """A URL that matches nothing (settings' handler404): the API's error shape under /api/ (a
+    path segment with a newline matches no route, and a bot got Django's HTML page); Django's page
+    elsewhere."""
+    if request.path.startswith("/api/"):
+        return JsonResponse(error_body("not_found", "No such API endpoint or object; "
+                                       "GET /api/v1/ lists the endpoints."), status=404)
+    return django_page_not_found(request, exception)

@@ -279,3 +279,20 @@ def test_password_guessing_at_the_token_endpoint_is_throttled(anonymous_api: Any
     r = anonymous_api.post("/api/v1/auth/token/", {"username": "owner", "password": "pw"})
     assert error_of(r, 429)["code"] == "throttled"
     assert 0 < int(r["Retry-After"]) <= 60
+
+
+def test_a_nul_byte_in_a_query_parameter_is_a_bad_parameter_not_a_server_error(anonymous_api: Any,
+                                                                               cpu_hardware: Any) -> None:
+    # Found by tests/portal/test_api_fuzz.py: PostgreSQL refused the NUL inside the model lookup.
+    error = error_of(anonymous_api.get(f"/api/v1/compare/?hardware={cpu_hardware.slug}&models=a%00&models=b"), 400)
+    assert error["code"] == "bad_parameter" and error["field"] == "models"
+    error = error_of(anonymous_api.get("/api/v1/leaderboards/models/?hardware=x%00"), 400)
+    assert error["code"] == "bad_parameter" and error["field"] == "hardware"
+
+
+def test_a_path_that_matches_no_route_under_the_api_answers_json(anonymous_api: Any) -> None:
+    # Found by tests/portal/test_api_fuzz.py: a newline in a slug matched no route, and the
+    # answer was Django's HTML page.
+    response = anonymous_api.get("/api/v1/problems/a%0Ab/")
+    assert response.status_code == 404 and response["Content-Type"].startswith("application/json")
+    assert response.json()["error"]["code"] == "not_found"
