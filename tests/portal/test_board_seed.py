@@ -34,10 +34,17 @@ def catalog(db: None) -> None:
     load_catalog(settings.PKB_PROBLEMS_PACKAGE, settings.PKB_HARDWARE_DIR)
 
 
-def by_directory() -> dict[str, list[dict[str, Any]]]:
+def by_directory(results: Path = RESULTS) -> dict[str, list[dict[str, Any]]]:
     found: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in load_rows(RESULTS).values():
+    for row in load_rows(results).values():
         found[row["directory"]].append(row)
+    return found
+
+
+def committed_results() -> list[Path]:
+    """Every hardware's committed board file (h100-x2-nvlink, h200-x2-nvlink, ...)."""
+    found = sorted(BOARD.glob("*-results.jsonl"))
+    assert RESULTS in found
     return found
 
 
@@ -54,13 +61,20 @@ def expected_fast_p(rows: list[dict[str, Any]], p: float) -> float:
 def test_each_directory_becomes_a_scored_run_with_its_provenance(catalog: None) -> None:
     result = seed_board(BOARD, ROOT)
     assert not result.errors
-    groups = by_directory()
-    assert len(result.added) == sum(len(rows) for rows in groups.values())
-    page = Client().get("/leaderboard/", {"hardware": "h100-x2-nvlink"}).content.decode()
+    files = committed_results()
+    assert len(result.added) == sum(len(rows) for f in files for rows in by_directory(f).values())
+    for results in files:
+        check_board_page(results)
+
+
+def check_board_page(results: Path) -> None:
+    hardware = results.name.removesuffix("-results.jsonl")
+    groups = by_directory(results)
+    page = Client().get("/leaderboard/", {"hardware": hardware}).content.decode()
     for directory, rows in groups.items():
-        run = Run.objects.get(imported_from=directory, hardware__slug="h100-x2-nvlink")
+        run = Run.objects.get(imported_from=directory, hardware__slug=hardware)
         assert run.model.name == parse_run_dir(directory).model and run.k == 1
-        assert run.seeded_from == "docs/measurements/board/h100-x2-nvlink-results.jsonl"
+        assert run.seeded_from == f"docs/measurements/board/{results.name}"
         assert run.samples.filter(status=RunSample.ACCEPTED).count() == len(rows)
         row = next(r for r in presenters.runs_table([run]).rows if r["run"] == run.pk)
         passes = sum(r["verdict"] == "pass" for r in rows)
