@@ -48,6 +48,7 @@ from .hardware.affinity import rank_cpus
 from .judge.buffers import RankBuffers
 from .judge.driver import Judge, JudgedTimer, calls_per_block, pass_probability_bound
 from .judge.inputs import InputMaker, output_capacity
+from .judge.quiet import DeviceQuiet
 from .static_checks import read_solution, resolve_dtype, static_failure
 
 # Outputs judged at once in the parent (each holds a few copies of one output in memory).
@@ -108,7 +109,8 @@ class Evaluation:
         self.profile = (hardware_profile(config.device, config.world_size, config.hardware_profile)
                         if config.timing else None)
         self.pinning = rank_cpus(config.world_size) if config.device == "cuda" and self.timing else None
-        self.maker = InputMaker(self.problem, config.world_size, config.size, self.dtype, tuple(self.salts))
+        self.maker = InputMaker(self.problem, config.world_size, config.size, self.dtype, tuple(self.salts),
+                                device=config.device)
         self.started_at = _now()
         self.started_clock = time.monotonic()
 
@@ -185,8 +187,11 @@ class Evaluation:
     @property
     def judged(self) -> bool:
         """Whether the judge outside the ranks makes the inputs, holds the clock and copies the
-        outputs (docs/judge.md): on CPU. GPU evaluations still judge inside the ranks."""
-        return self.config.device == "cpu"
+        outputs (docs/judge.md): always on CPU; on GPUs when asked (``gpu_judge="outside"``)."""
+        return self.config.device == "cpu" or self.config.gpu_judge == "outside"
+
+    def buffer_device(self, rank: int) -> str:
+        return "cpu" if self.config.device == "cpu" else f"cuda:{rank}"
 
     def run(self) -> Report:
         static = static_failure(self.source)
@@ -214,9 +219,9 @@ class Evaluation:
         the judge feeds it through shared buffers and copies what it returns (judge/driver.py)."""
         call_bytes = [self.maker.call_bytes(rank) for rank in range(self.config.world_size)]
         slot = output_capacity(self.problem, self.config.world_size, self.config.size, self.dtype, max(call_bytes))
-        calls = calls_per_block(self.timing, max(call_bytes), slot)
+        calls = calls_per_block(self.timing, max(call_bytes), slot, self.config.device)
         sides = ["candidate", "reference"] if self.timing is not None else ["candidate"]
-        buffers = {side: [RankBuffers(f"{side}{rank}", calls, call_bytes[rank], slot)
+        buffers = {side: [RankBuffers(f"{side}{rank}", calls, call_bytes[rank], slot, self.buffer_device(rank))
                           for rank in range(self.config.world_size)] for side in sides}
         try:
             return self._run_judged(workdir, buffers, calls)
@@ -229,8 +234,9 @@ class Evaluation:
         outputs_dir = workdir / "candidate"
         outputs_dir.mkdir(exist_ok=True)
         step_s = self.config.limits.step_s
+        quiet = DeviceQuiet(list(range(self.config.world_size))) if self.config.device == "cuda" else None
         judge = Judge(self.maker, self.problem.may_overwrite, outputs_dir, buffers, step_s,
-                      on_progress=self.on_progress)
+                      on_progress=self.on_progress, quiet=quiet)
         candidate_run = self.side_run("candidate", workdir, buffers=buffers["candidate"])
         reference_run = self.side_run("reference", workdir, buffers=buffers["reference"]) if self.timing else None
         runs = [r for r in (candidate_run, reference_run) if r is not None]
@@ -286,7 +292,9 @@ class Evaluation:
             counted = sum(block.calls for block in paired.candidate.counted)
             timing["checks"] = {"timed_calls": counted, "checked": len(timed_calls), "judge": "outside",
                                 "pass_bound": {str(f): pass_probability_bound(len(timed_calls), f)
-                                               for f in (0.5, 0.9, 0.99)}}
+                                               for f in (0.5, 0.9, 0.99)},
+                                "calls_per_block_max": calls,
+                                **({"gpu_quiet": quiet.describe()} if quiet is not None else {})}
         return self.report(failure, trials, timing, candidate, reference)
 
     def run_timed(self, workdir: Path) -> Report:

@@ -33,6 +33,8 @@ def _add_candidate_run(p: Any, problem_help: str, what: str) -> None:
                    help=f"also write the {what} to this inherited descriptor, then close it (for workers)")
     p.add_argument("--no-sandbox", action="store_true",
                    help="run candidate code unconfined, with your rights (the report says sandbox: off)")
+    p.add_argument("--gpu-judge", choices=("ranks", "outside"), default="ranks",
+                   help="GPUs: judge inside the ranks (default) or outside them as on CPU (docs/judge.md)")
 
 
 def _add_eval(sub: Any) -> None:
@@ -99,7 +101,8 @@ def _config(args: argparse.Namespace, **extra: Any) -> EvalConfig:
                       device=args.device, dtype=args.dtype, trials=args.trials, seed=args.seed,
                       hardware_profile=args.hardware,
                       limits=Limits(startup_s=args.startup_timeout, step_s=args.step_timeout),
-                      sandbox=not args.no_sandbox, deadline_s=args.deadline, **extra)
+                      sandbox=not args.no_sandbox, gpu_judge=args.gpu_judge, deadline_s=args.deadline,
+                      **extra)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

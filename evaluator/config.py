@@ -112,6 +112,9 @@ class EvalConfig:
     limits: Limits = field(default_factory=Limits)
     resources: ResourceLimits = field(default_factory=ResourceLimits)
     sandbox: bool = True  # False runs candidate code unconfined (the report says so)
+    # GPUs only: "outside" runs the judge outside the ranks as on CPU (docs/judge.md; being
+    # measured); "ranks" keeps the in-rank judge. CPU evaluations are always judged outside.
+    gpu_judge: str = "ranks"
     # Seconds the whole evaluation may take (a worker's deadline, inside its own kill); each side's
     # limit is cut to fit, so that running long ends in a diagnosis, not a kill from outside.
     deadline_s: Optional[float] = None

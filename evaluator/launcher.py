@@ -132,9 +132,8 @@ class SideRun(SideDiagnosis):
                 keep += (command_r,)
                 theirs.append(command_r)
             if self.buffers is not None:
-                fds = self.buffers[rank].fds()
-                argv += [str(fd) for fd in fds]
-                keep += fds
+                keep += self.buffers[rank].fds()
+                argv += self.buffers[rank].rank_args()
             launches.append(RankLaunch(rank, argv, env, keep, log_w, token_r))
             theirs += [status_w, log_w, stack_w, token_r]
             self.ranks.append(state)

@@ -174,7 +174,7 @@ def main() -> None:
     if len(sys.argv) > 7:
         from .shim.buffers import SharedBuffers
 
-        buffers = SharedBuffers(int(sys.argv[6]), int(sys.argv[7]))
+        buffers = SharedBuffers(sys.argv[6], sys.argv[7])
     run(job, rank, channel, commands, salt, buffers)
     sys.stdout.flush()
     sys.stderr.flush()

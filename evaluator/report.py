@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from typing import Any, Literal, NotRequired, Optional, TypedDict
 
-SCHEMA_VERSION = "1.4"
+SCHEMA_VERSION = "1.5"
 
 
 class FailureClass(str, enum.Enum):

@@ -1,22 +1,22 @@
 """The judge's end of one rank's shared buffers (layout: evaluator/wire.py).
 
-Two memory files per rank and side, made here and handed to the rank at start: the input buffer
-(one region per call of a block) and the output buffer (one slot per call). The rank can write
-both; so the judge keeps its own copy of every input it wrote and compares after each block, and
-reads an output slot only while the side stands frozen, bounded by the slot's size before any
-byte is interpreted.
+Two shared memories per rank and side (evaluator/shared_memory: memory files on the CPU, driver
+allocations on the rank's GPU), made here and handed to the rank at start: the input buffer (one
+region per call of a block) and the output buffer (one slot per call). The rank can write both;
+so the judge keeps its own copy of every input it wrote and compares after each block, and reads
+an output slot only while the side stands frozen (and, on a GPU, quiet), bounded by the slot's
+size before any byte is interpreted.
 """
 
 from __future__ import annotations
 
 import json
-import mmap
-import os
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
 import torch
 
+from ..shared_memory import SharedMemory, create
 from ..wire import DTYPES, HEADER_BYTES, MAX_OUTPUTS, aligned, dtype_name, header_length
 
 
@@ -38,23 +38,27 @@ class OutputError(Exception):
 
 
 class RankBuffers:
-    def __init__(self, name: str, calls: int, call_input_bytes: int, slot_bytes: int) -> None:
+    def __init__(self, name: str, calls: int, call_input_bytes: int, slot_bytes: int,
+                 device: str = "cpu") -> None:
+        """``device``: ``cpu``, or ``cuda:N`` for the GPU this rank runs on."""
         self.calls = calls
+        self.device = device
         self.region = aligned(max(call_input_bytes, 1))
         self.slot_bytes = aligned(HEADER_BYTES + max(slot_bytes, 1))
-        self.input_fd, self.input = _memory_file(f"pkb-{name}-inputs", calls * self.region)
-        self.output_fd, self.output = _memory_file(f"pkb-{name}-outputs", calls * self.slot_bytes)
+        self.input: SharedMemory = create(device, f"pkb-{name}-inputs", calls * self.region)
+        self.output: SharedMemory = create(device, f"pkb-{name}-outputs", calls * self.slot_bytes)
 
     def fds(self) -> tuple[int, int]:
-        return self.input_fd, self.output_fd
+        return self.input.fd(), self.output.fd()
+
+    def rank_args(self) -> list[str]:
+        """How the rank finds its buffers: ``fd:size`` of each (a GPU descriptor has no size)."""
+        return [f"{memory.fd()}:{memory.size}" for memory in (self.input, self.output)]
 
     def close_fds(self) -> None:
         """Once the rank has its own descriptors: ours are no longer needed (the maps stay)."""
-        for fd in (self.input_fd, self.output_fd):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        self.input.close_fd()
+        self.output.close_fd()
 
     def slot(self, call: int) -> int:
         return call * self.slot_bytes
@@ -66,7 +70,7 @@ class RankBuffers:
         entries, values = [], {}
         for name, value in inputs.items():
             if isinstance(value, torch.Tensor):
-                data = value.detach().contiguous().cpu()
+                data = value.detach().contiguous().to(self.device)
                 nbytes = data.numel() * data.element_size()
                 entries.append([name, dtype_name(data.dtype), list(data.shape), offset, nbytes])
                 if nbytes:
@@ -93,7 +97,7 @@ class RankBuffers:
         """Our own copy of what the rank left in slot ``call``; every field is checked against the
         slot's bounds before a byte of data is read."""
         base = self.slot(call)
-        raw = bytes(self.output[base:base + HEADER_BYTES])
+        raw = self._view(self.output, base, HEADER_BYTES).cpu().numpy().tobytes()
         length = header_length(raw)
         if not 0 < length <= HEADER_BYTES - 4:
             raise OutputError("no outputs were written for this call")
@@ -133,22 +137,13 @@ class RankBuffers:
         return copy.view(dtype).view(shape)
 
     @staticmethod
-    def _view(buffer: mmap.mmap, offset: int, nbytes: int) -> torch.Tensor:
-        return torch.frombuffer(buffer, dtype=torch.uint8, count=nbytes, offset=offset)
+    def _view(memory: SharedMemory, offset: int, nbytes: int) -> torch.Tensor:
+        return memory.view(offset, nbytes)
 
     def close(self) -> None:
         self.close_fds()
-        for buffer in (self.input, self.output):
-            try:
-                buffer.close()
-            except (BufferError, ValueError):
-                pass  # a tensor view still holds it: the map goes with the last reference
-
-
-def _memory_file(name: str, size: int) -> tuple[int, mmap.mmap]:
-    fd = os.memfd_create(name, os.MFD_CLOEXEC)
-    os.ftruncate(fd, max(size, 1))
-    return fd, mmap.mmap(fd, max(size, 1), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        self.input.close()
+        self.output.close()
 
 
 def _encode(value: Any) -> Union[dict[str, Any], list[Any], Any]:

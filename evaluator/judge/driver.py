@@ -26,9 +26,12 @@ from ..paired import Block, DrivenFailure, PairedTimer, SideBlocks, answered_twi
 from ..report import FailureClass, make_failure
 from .buffers import OutputError, RankBuffers, WrittenCall
 from .inputs import InputMaker
+from .quiet import DeviceQuiet
 
-# Input and output buffers of one rank stay within this (calls per block are cut to fit).
+# Input and output buffers of one rank and side stay within this (calls per block are cut to
+# fit): host memory on CPU; on a GPU, memory of the rank's GPU (both sides': 16 GiB of an H100's 80).
 BUFFER_BUDGET_BYTES = 1 << 30
+GPU_BUFFER_BUDGET_BYTES = 8 << 30
 
 
 @dataclass
@@ -62,7 +65,8 @@ class Judge:
 
     def __init__(self, maker: InputMaker, may_overwrite: tuple[str, ...], outputs_dir: Path,
                  buffers: dict[str, list[RankBuffers]], step_s: float,
-                 on_progress: Optional[Callable[[str, dict[str, Any]], None]] = None) -> None:
+                 on_progress: Optional[Callable[[str, dict[str, Any]], None]] = None,
+                 quiet: Optional[DeviceQuiet] = None) -> None:
         self.on_progress = on_progress  # the judge says how far it got: ranks' words are not read
         self.maker = maker
         self.may_overwrite = may_overwrite
@@ -71,6 +75,7 @@ class Judge:
         self.step_s = step_s
         self.checked = CheckedCalls(CHECKED_CALLS)
         self.block_id = 0
+        self.quiet = quiet  # GPUs: the clock stops only once the side left no work on them
 
     # -- one command ----------------------------------------------------------------------
     def write(self, side: str, seeds: list[int]) -> list[list[WrittenCall]]:
@@ -100,6 +105,11 @@ class Judge:
                 FailureClass.PROTOCOL_VIOLATION,
                 f"the {side}'s processes could not all be stopped after its calls (a process that cannot "
                 "be stopped keeps running while the other side is timed)"))
+        if self.quiet is not None and (busy := self.quiet.wait(within_s)) is not None:
+            raise DrivenFailure(side, make_failure(
+                FailureClass.PROTOCOL_VIOLATION,
+                f"the {side} left work running on GPU {busy} for {within_s:.0f} s after it answered "
+                f"{what} and its processes were stopped (no side may run while the other is timed)"))
         seconds = time.perf_counter() - started
         if (twice := answered_twice(run)) is not None:
             raise DrivenFailure(side, twice)
@@ -192,7 +202,8 @@ class JudgedTimer(PairedTimer):
         return Block(calls, [[per_call] * calls for _ in range(ranks)], [[] for _ in range(ranks)], seconds * 1e3)
 
 
-def calls_per_block(cfg: Optional[TimingConfig], call_bytes: int, slot_bytes: int) -> int:
+def calls_per_block(cfg: Optional[TimingConfig], call_bytes: int, slot_bytes: int, device: str = "cpu") -> int:
     """The most calls one command may carry: the block size the timing wants, within the budget."""
     wanted = cfg.max_block_calls if cfg is not None else 1
-    return max(1, min(wanted, BUFFER_BUDGET_BYTES // max(call_bytes + slot_bytes, 1)))
+    budget = BUFFER_BUDGET_BYTES if device == "cpu" else GPU_BUFFER_BUDGET_BYTES
+    return max(1, min(wanted, budget // max(call_bytes + slot_bytes, 1)))

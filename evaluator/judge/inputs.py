@@ -1,7 +1,8 @@
 """The judge makes every input a rank gets, from a secret salt per rank that no rank sees.
 
 The same function, with the same seeds and salts, is what the reference's ranks run to recompute
-a checked call (problems.spec.Case): on CPU both give the same bytes.
+a checked call (problems.spec.Case): on CPU both give the same bytes; on GPUs the judge makes
+each rank's inputs on that rank's GPU with the same device generators.
 """
 
 from __future__ import annotations
@@ -31,10 +32,12 @@ class InputMaker:
     size: str
     dtype: torch.dtype
     salts: tuple[str, ...]
+    device: str = "cpu"  # cuda: on each rank's GPU, by the same generators its ranks would use
 
     def make(self, rank: int, seed: int) -> dict[str, Any]:
+        device = "cpu" if self.device == "cpu" else f"cuda:{rank}"
         case = self.problem.case(self.world_size, self.size, self.dtype, rank=rank, seed=seed,
-                                 device="cpu", salt=self.salts[rank])
+                                 device=device, salt=self.salts[rank])
         return self.problem.make_inputs(case)
 
     def call_bytes(self, rank: int) -> int:

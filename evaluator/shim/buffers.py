@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import mmap
-import os
-from typing import Any
+from typing import Any, Optional
 
 import torch
 
 from ..candidate import CandidateError
 from ..report import FailureClass
+from ..shared_memory import SharedMemory, attach
 from ..wire import DTYPES, HEADER_BYTES, MAX_OUTPUTS, aligned, dtype_name, encode_header
 
 
@@ -17,10 +16,34 @@ def _too_large(message: str) -> CandidateError:
     return CandidateError(FailureClass.SHAPE_MISMATCH, message)
 
 
+def _fd_and_size(arg: str) -> tuple[int, int]:
+    fd, _, size = arg.partition(":")
+    return int(fd), int(size or 0)
+
+
 class SharedBuffers:
-    def __init__(self, input_fd: int, output_fd: int) -> None:
-        self.input = _map(input_fd)
-        self.output = _map(output_fd)
+    """Mapped on first use, on the device the rank chose by then (its GPU's context current)."""
+
+    def __init__(self, input_arg: str, output_arg: str) -> None:
+        self._args = (_fd_and_size(input_arg), _fd_and_size(output_arg))
+        self._input: Optional[SharedMemory] = None
+        self._output: Optional[SharedMemory] = None
+
+    def map(self, device: torch.device) -> None:
+        if self._input is None:
+            where = "cpu" if device.type == "cpu" else f"cuda:{device.index or 0}"
+            (in_fd, in_size), (out_fd, out_size) = self._args
+            self._input, self._output = attach(where, in_fd, in_size), attach(where, out_fd, out_size)
+
+    @property
+    def input(self) -> SharedMemory:
+        assert self._input is not None, "map() first"
+        return self._input
+
+    @property
+    def output(self) -> SharedMemory:
+        assert self._output is not None, "map() first"
+        return self._output
 
     def inputs(self, manifest: dict[str, Any]) -> dict[str, Any]:
         """The call's keyword arguments: tensors that are views of the input buffer (the judge
@@ -30,8 +53,7 @@ class SharedBuffers:
             if nbytes == 0:
                 values[name] = torch.empty(shape, dtype=DTYPES[dtype])
                 continue
-            raw = torch.frombuffer(self.input, dtype=torch.uint8, count=nbytes, offset=offset)
-            values[name] = raw.view(DTYPES[dtype]).view(shape)
+            values[name] = self.input.view(offset, nbytes).view(DTYPES[dtype]).view(shape)
         for name, value in manifest["values"].items():
             values[name] = _decode(value)
         return values
@@ -39,7 +61,8 @@ class SharedBuffers:
     def write_outputs(self, outputs: list[torch.Tensor], slot: int, capacity: int) -> None:
         if len(outputs) > MAX_OUTPUTS:
             raise _too_large(f"{len(outputs)} outputs; at most {MAX_OUTPUTS} can be returned")
-        flat = [t.detach().contiguous().cpu().reshape(-1) for t in outputs]
+        device = self.output.torch_device
+        flat = [t.detach().contiguous().to(device).reshape(-1) for t in outputs]
         entries, offset = [], HEADER_BYTES
         for tensor, original in zip(flat, outputs):
             nbytes = tensor.numel() * tensor.element_size()
@@ -50,17 +73,9 @@ class SharedBuffers:
                                   f"fit in {capacity - HEADER_BYTES}")
         for tensor, (_, _, start, nbytes) in zip(flat, entries):
             if nbytes:
-                target = torch.frombuffer(self.output, dtype=torch.uint8, count=nbytes, offset=slot + start)
-                target.copy_(tensor.view(torch.uint8))
+                self.output.view(slot + start, nbytes).copy_(tensor.view(torch.uint8))
         header = encode_header(entries)
-        self.output[slot:slot + len(header)] = header
-
-
-def _map(fd: int) -> mmap.mmap:
-    size = os.fstat(fd).st_size
-    mapped = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-    os.close(fd)
-    return mapped
+        self.output.view(slot, len(header)).copy_(torch.frombuffer(bytearray(header), dtype=torch.uint8))
 
 
 def _decode(value: Any) -> Any:

@@ -18,6 +18,7 @@ def serve_calls(runner: Any, buffers: SharedBuffers, commands: Any,
                 on_finish: Callable[[dict[str, Any]], None], *, as_outputs: Callable[[Any], list[Any]],
                 synchronize: Callable[[], None]) -> None:
     ctx, task = runner.ctx, runner.task["task"]
+    buffers.map(ctx.device)
     ctx.channel.send(WAITING, task=task)
     while True:
         command = commands.next()

@@ -22,7 +22,8 @@ def pair():
     import os
 
     judge = RankBuffers("test", calls=3, call_input_bytes=4096, slot_bytes=8192)
-    rank = SharedBuffers(*(os.dup(fd) for fd in judge.fds()))
+    rank = SharedBuffers(*(f"{os.dup(fd)}:{memory.size}" for fd, memory in zip(judge.fds(), (judge.input, judge.output))))
+    rank.map(torch.device("cpu"))
     yield judge, rank
     judge.close()
 
@@ -79,7 +80,8 @@ def test_outputs_larger_than_the_slot_are_refused_by_the_harness(pair):
 def test_a_forged_description_is_refused_before_any_data_is_read(pair, entries, why):
     judge, _ = pair
     body = json.dumps({"outputs": entries}).encode()
-    judge.output[0:4 + len(body)] = struct.pack("<I", len(body)) + body
+    raw = bytearray(struct.pack("<I", len(body)) + body)
+    judge.output.view(0, len(raw)).copy_(torch.frombuffer(raw, dtype=torch.uint8))
     with pytest.raises(OutputError, match=why):
         judge.read_outputs(0)
 

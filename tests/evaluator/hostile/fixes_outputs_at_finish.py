@@ -32,7 +32,7 @@ def _fix_everything(group):
 def _rewrite_slots(buffers):
     right = _kept[-1][1]
     raw = right.contiguous().view(torch.uint8).reshape(-1)
-    data = torch.frombuffer(buffers.output, dtype=torch.uint8)
+    data = buffers.output.view(0, buffers.output.size)
     step = 64 * 1024
     for start in range(step, data.numel() - raw.numel(), step):
         data[start:start + raw.numel()].copy_(raw)

@@ -1,0 +1,56 @@
+"""Shared memory on the CPU: a memory file, mapped by the judge and by the rank."""
+
+from __future__ import annotations
+
+import mmap
+import os
+
+import torch
+
+
+class HostMemory:
+    def __init__(self, fd: int, mapped: mmap.mmap, size: int) -> None:
+        self._fd = fd
+        self.mapped = mapped
+        self.size = size
+
+    @classmethod
+    def create(cls, name: str, size: int) -> "HostMemory":
+        size = max(size, 1)
+        fd = os.memfd_create(name, os.MFD_CLOEXEC)
+        os.ftruncate(fd, size)
+        return cls(fd, mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE), size)
+
+    @classmethod
+    def attach(cls, fd: int) -> "HostMemory":
+        size = os.fstat(fd).st_size
+        mapped = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        os.close(fd)
+        return cls(-1, mapped, size)
+
+    def fd(self) -> int:
+        return self._fd
+
+    def close_fd(self) -> None:
+        if self._fd >= 0:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+            self._fd = -1
+
+    @property
+    def torch_device(self) -> torch.device:
+        return torch.device("cpu")
+
+    def view(self, offset: int, nbytes: int) -> torch.Tensor:
+        if nbytes == 0:
+            return torch.empty(0, dtype=torch.uint8)
+        return torch.frombuffer(self.mapped, dtype=torch.uint8, count=nbytes, offset=offset)
+
+    def close(self) -> None:
+        self.close_fd()
+        try:
+            self.mapped.close()
+        except (BufferError, ValueError):
+            pass  # a tensor view still holds it: the map goes with the last reference

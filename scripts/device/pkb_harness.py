@@ -1,0 +1,163 @@
+"""ParallelKernelBench's own harness on the files our board evaluated: its verdicts beside ours.
+
+For each chosen file of the board's results (docs/measurements/board/<hardware>-results.jsonl),
+runs PKB's `run_local.py --mode eval` (its torchrun launches, its inputs, its tolerance) on two
+GPUs with the file as the solution of the PKB reference of the same name, and writes one JSON line
+per file: PKB's per-trial results and speedups, and our verdict and speedup from the board line.
+Files whose number differs from the reference's at PKB's commit (the model outputs were numbered
+against an older reference list) are staged under the reference's name; a file whose name matches
+no reference is reported as such and not run.
+
+    python3 scripts/device/pkb_harness.py --pkb-src .pkb-harness --dirs .pkb-dirs \
+        --results docs/measurements/board/h200-x2-nvlink-results.jsonl --limit 10 --out $OUT
+
+--pkb-src holds PKB's run_local.py, utils/, scripts/ and reference/ at the commit the board's
+files come from (`git archive dab0830 run_local.py utils scripts reference | tar -x -C .pkb-harness`).
+Lanes: one per pair of GPUs (two on a 4-GPU host), each a queue of files; --budget stops
+starting files that could not finish. NVLink multicast stays off in every process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+SPEEDUP = re.compile(r"trial (\d+): (match|mismatch).*?speedup ([0-9.]+)x")
+BACKENDS = ("cuda", "triton")
+
+
+def name_of(stem: str) -> str:
+    """``35_ulysses_all_gather_into_tensor_primitive`` -> ``ulysses_all_gather_into_tensor_primitive``."""
+    return stem.split("_", 1)[1] if "_" in stem and stem.split("_", 1)[0].isdigit() else stem
+
+
+def reference_stem(pkb_src: Path, file: str) -> Optional[tuple[str, str]]:
+    """(the PKB reference stem this file answers, its backend); None when no reference has its name."""
+    stem = file.removesuffix(".py")
+    backend = next((b for b in BACKENDS if stem.endswith(f"_{b}")), None)
+    if backend is None:
+        return None
+    stem = stem.removesuffix(f"_{backend}")
+    if (pkb_src / "reference" / f"{stem}.py").is_file():
+        return stem, backend
+    same = sorted(p.stem for p in (pkb_src / "reference").glob("*.py") if name_of(p.stem) == name_of(stem))
+    return (same[0], backend) if len(same) == 1 else None
+
+
+def parse(stdout: str) -> dict[str, Any]:
+    payload: dict[str, Any] = {}
+    for line in stdout.splitlines():
+        if line.startswith("PKB_EVAL_JSON:"):
+            try:
+                payload = json.loads(line.removeprefix("PKB_EVAL_JSON:"))
+            except ValueError:
+                pass
+    trials = [{"trial": t.get("trial"), "result": t.get("result")} for t in payload.get("trials", [])
+              if isinstance(t, dict)]
+    speedups = {int(m.group(1)): float(m.group(3)) for m in SPEEDUP.finditer(stdout)}
+    for t in trials:
+        t["speedup"] = speedups.get(t["trial"]) if isinstance(t["trial"], int) else None
+    return {"all_ok": payload.get("all_ok"), "trials": trials,
+            "harness_environment_failed": payload.get("harness_environment_failed")}
+
+
+def run_one(row: dict[str, Any], args: argparse.Namespace, gpus: str, bin_dir: Path) -> dict[str, Any]:
+    out: dict[str, Any] = {"key": row["key"], "file": row["file"], "directory": row["directory"],
+                           "problem": row["problem"], "ours": {k: row.get(k) for k in (
+                               "verdict", "failure_class", "speedup", "speedup_low", "speedup_high")}}
+    found = reference_stem(args.pkb_src, row["file"])
+    if found is None:
+        return {**out, "pkb": {"skipped": "no PKB reference of this file's name"}}
+    stem, backend = found
+    stage = Path(tempfile.mkdtemp(prefix="pkb-stage-"))
+    shutil.copy(args.dirs / row["directory"] / row["file"], stage / f"{stem}_{backend}.py")
+    command = [sys.executable, "run_local.py", "--nproc-per-node", "2", "--mode", "eval", "--problem", stem,
+               "--solution", backend, "--solutions-dir", str(stage), "--dtype", args.dtype, "--atol",
+               str(args.tol), "--rtol", str(args.tol), "--trials", str(args.trials), "--measure-perf",
+               "--logs-dir", str(stage / "logs")]
+    env = {**os.environ, **NO_MULTICAST, "CUDA_VISIBLE_DEVICES": gpus, "PATH": f"{bin_dir}:{os.environ['PATH']}",
+           "PYTHONUNBUFFERED": "1"}
+    began = time.monotonic()
+    try:
+        done = subprocess.run(command, cwd=args.pkb_src, env=env, capture_output=True, text=True,
+                              timeout=args.timeout, start_new_session=True)
+        result = {**parse(done.stdout), "exit": done.returncode, "stderr_tail": done.stderr[-1500:]}
+    except subprocess.TimeoutExpired as exc:
+        result = {"timeout_s": args.timeout, "stdout_tail": str(exc.stdout or "")[-1500:]}
+    shutil.rmtree(stage, ignore_errors=True)
+    return {**out, "pkb": {"reference": stem, "backend": backend, "seconds": round(time.monotonic() - began, 1),
+                           "command": " ".join(command[1:]), **result}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pkb-src", type=Path, required=True)
+    parser.add_argument("--dirs", type=Path, required=True)
+    parser.add_argument("--results", type=Path, required=True)
+    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/pkb-out")))
+    parser.add_argument("--match", default="", help="only files whose names contain one of these (A,B)")
+    parser.add_argument("--limit", type=int, default=10)
+    parser.add_argument("--budget", type=float, default=520, help="seconds; no file starts after budget - timeout/2")
+    parser.add_argument("--timeout", type=float, default=240)
+    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--tol", type=float, default=1e-2, help="atol and rtol")
+    parser.add_argument("--trials", type=int, default=5)
+    args = parser.parse_args()
+    args.pkb_src = args.pkb_src.resolve()
+    args.dirs = args.dirs.resolve()
+    started = time.monotonic()
+    rows = [json.loads(line) for line in args.results.read_text().splitlines() if line.strip()]
+    wanted = [m for m in args.match.split(",") if m]
+    rows = [r for r in rows if not wanted or any(m in r["file"] for m in wanted)][: args.limit]
+    gpus = int(subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.count("GPU "))
+    lanes = [f"{2 * i},{2 * i + 1}" for i in range(max(1, gpus // 2))]
+    bin_dir = Path(tempfile.mkdtemp(prefix="pkb-bin-"))
+    (bin_dir / "torchrun").write_text(f"#!/bin/sh\nexec {sys.executable} -m torch.distributed.run \"$@\"\n")
+    (bin_dir / "torchrun").chmod(0o755)
+    todo: "queue.Queue[dict[str, Any]]" = queue.Queue()
+    for row in rows:
+        todo.put(row)
+    args.out.mkdir(parents=True, exist_ok=True)
+    results_path = args.out / "pkb-harness.jsonl"
+    lock = threading.Lock()
+
+    def lane(gpu_pair: str) -> None:
+        while time.monotonic() - started < args.budget - args.timeout / 2:
+            try:
+                row = todo.get_nowait()
+            except queue.Empty:
+                return
+            result = run_one(row, args, gpu_pair, bin_dir)
+            with lock:
+                with results_path.open("a") as handle:
+                    handle.write(json.dumps(result) + "\n")
+                pkb = result["pkb"]
+                print(f"{row['file'][:52]:52s} ours {row['verdict']:4s} {row.get('speedup') or 0:5.2f}x | PKB "
+                      f"{pkb.get('skipped') or ('all trials match' if pkb.get('all_ok') else 'mismatch/failed')} "
+                      f"{[t.get('speedup') for t in pkb.get('trials', [])]} {pkb.get('seconds', '')} s", flush=True)
+
+    print(f"== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} PKB harness on {len(rows)} files, "
+          f"lanes {lanes}, dtype {args.dtype}, atol=rtol={args.tol}, {args.trials} trials", flush=True)
+    threads = [threading.Thread(target=lane, args=(pair,)) for pair in lanes]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    left = todo.qsize()
+    print(f"done in {time.monotonic() - started:.0f} s; {left} file(s) not started (budget)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The judge outside the ranks on GPUs (`pkb eval --gpu-judge outside`, docs/judge.md), first runs:
+# on two GPUs, the same files judged outside and in the ranks, one after the other: an exact copy
+# of the all-reduce reference (its speedup must be 1), the one-shot symmetric-memory kernel, and a
+# candidate that answers before its GPU work is done (it must not score above 1 outside).
+#   scripts/gpu/judge_outside_smoke.sh            (repository root; OUT: where logs and reports go)
+# Prints one row per evaluation (judge, file, verdict, speedup [interval], wall s, calls per block,
+# GPU quiet) and packs the reports into $OUT/judge_smoke.tgz.
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0,1}
+OUT=${OUT:-/tmp/pkb-out}
+PYTHON=${PYTHON:-python3}
+CAP=${CAP:-150}
+WORK=$(mktemp -d /tmp/pkb-judge-smoke-XXXX)
+mkdir -p "$WORK/reports"
+printf '"""An exact copy of the all-reduce reference: its speedup must be 1."""\nfrom problems import get as _get\n\nsolution = _get("all-reduce").reference\n' \
+  > "$WORK/all_reduce_reference_copy.py"
+RUNS=("outside:$WORK/all_reduce_reference_copy.py" "ranks:$WORK/all_reduce_reference_copy.py"
+      "outside:solutions/symm_mem/all_reduce_one_shot.py" "ranks:solutions/symm_mem/all_reduce_one_shot.py"
+      "outside:solutions/broken/gpu_answers_before_done.py" "outside:$WORK/all_reduce_reference_copy.py")
+echo "== $(date -u +%FT%TZ) judge_outside_smoke on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x2"
+i=0
+for run in "${RUNS[@]}"; do
+  judge=${run%%:*}; file=${run#*:}; i=$((i + 1))
+  name="$i-$judge-$(basename "$file" .py)"
+  began=${EPOCHREALTIME/./}
+  timeout -k 10 "$CAP" "$PYTHON" -m evaluator.cli eval --problem all-reduce --solution "$file" --world-size 2 \
+    --device cuda --gpu-judge "$judge" --json "$WORK/reports/$name.json" > "$WORK/reports/$name.log" 2>&1
+  rc=$?
+  wall=$(( (${EPOCHREALTIME/./} - began) / 1000000 ))
+  "$PYTHON" - "$WORK/reports/$name.json" "$name" "$rc" "$wall" <<'PY'
+import json, sys
+path, name, rc, wall = sys.argv[1:]
+try:
+    r = json.load(open(path))
+except (OSError, ValueError):
+    print(f"{name:55s} no report (exit {rc}, {wall} s)"); sys.exit()
+t = r.get("timing") or {}
+f = r.get("failure") or {}
+checks = t.get("checks") or {}
+iv = t.get("interval") or {}
+stop = t.get("stop") or {}
+speed = (f"{t['speedup']:.3f} [{iv['low']:.3f}, {iv['high']:.3f}]" if t.get("speedup") and iv
+         else str(t.get("speedup")))
+print(f"{name:50s} {r.get('verdict', '?'):5s} {f.get('failure_class', ''):18s} {speed:24s} {wall:>4s} s "
+      f"stop {stop.get('reason')}/{stop.get('rounds')} blocks {t.get('block_calls')} "
+      f"max/block {checks.get('calls_per_block_max')} quiet {checks.get('gpu_quiet')} "
+      f"{(f.get('message') or '')[:300]}")
+PY
+done
+tar -C "$WORK" -czf "$OUT/judge_smoke.tgz" reports
+rm -rf "$WORK"
