@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# One device call on a 2- or 4-GPU host: the best known kernels (issue 23) through `pkb eval`
+# at the default size and `pkb sweep` over message sizes, at world size 2 and then 4, most
+# important first, every run under a wall-clock cap so that one hang cannot eat the batch.
+#   bash scripts/device/kernels_batch.sh                    (repository root)
+# Environment:
+#   OUT       where everything goes (default /tmp/pkb-out); at most 3 files are left there:
+#             kernels.log, kernels-table.txt and kernels-reports.tgz (every JSON report).
+#   BUDGET_S  seconds for all runs together (default 540: the device tool's 600 s less start-up
+#             and packing). A run starts only if its estimated cost fits what is left; the runs
+#             skipped are listed at the end with the ONLY= that runs them next time.
+#   ONLY      an extended regex; only plan lines that match it run (e.g. ONLY='x4' or
+#             ONLY='sweep all-reduce'). A plan line reads "x2 eval all-reduce FILE".
+#   WORLDS    world sizes to run (default "2 4"; a size above the host's GPU count is skipped).
+#   SIZES     sweep sizes (default "4K 64K 256K 4M 64M"); TRIALS (default 5, as pkb eval).
+#   DEVICE=cpu N=2 PYTHON=.venv/bin/python   a CPU dry run of the plumbing (gloo, size small,
+#             one sweep size unless SIZES says otherwise). The GPU kernels fail there by design
+#             (no CUDA): the dry run shows that a failing kernel does not stop the others.
+# The sweeps time NCCL (the reference) at every size beside the kernel, so each sweep also
+# gives the NCCL bus-bandwidth curve of its problem.
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/pkb-out}
+BUDGET_S=${BUDGET_S:-540}
+TRIALS=${TRIALS:-5}
+DEVICE=${DEVICE:-cuda}
+WORLDS=${WORLDS:-2 4}
+ONLY=${ONLY:-.}
+PYTHON=${PYTHON:-python3}
+if [ "$DEVICE" = cuda ]; then
+  EVAL_SIZE=default; SIZES=${SIZES:-4K 64K 256K 4M 64M}
+  N=${N:-$(nvidia-smi -L | wc -l)}
+else
+  EVAL_SIZE=small; SIZES=${SIZES:-4K}; N=${N:-2}
+fi
+# Estimated seconds per run, for the budget check (pkb eval at default: 22-36 s on the H200
+# hosts, docs/sweeps.md; a sweep size about the same, less at small sizes).
+EVAL_COST=${EVAL_COST:-45}
+SIZE_COST=${SIZE_COST:-30}
+EVAL_CAP=${EVAL_CAP:-150}
+
+REPORTS="$OUT/reports"
+mkdir -p "$REPORTS"
+LOG="$OUT/kernels.log"
+SCRATCH=$(mktemp -d /tmp/pkb-kernels.XXXXXX)
+
+# The plan, most important first. Fields: kind, problem, file ("reference": an exact copy of
+# the reference, speedup 1 by construction). Each line runs at every world size in WORLDS,
+# all x2 lines before any x4 line.
+PLAN="
+eval  all-reduce                     solutions/symm_mem/all_reduce_two_shot.py
+eval  all-reduce                     solutions/library/all_reduce_torch_symm_mem.py
+sweep all-reduce                     solutions/symm_mem/all_reduce_two_shot.py
+eval  all-to-all                     solutions/symm_mem/all_to_all_push.py
+eval  tp-fused-allgather-matmul      solutions/library/tp_fused_allgather_matmul_torch.py
+eval  tp-fused-matmul-reducescatter  solutions/library/tp_fused_matmul_reducescatter_torch.py
+eval  tp-allgather-gemm              solutions/symm_mem/tp_allgather_gemm_overlap.py
+eval  tp-gemm-reducescatter          solutions/symm_mem/tp_gemm_reducescatter_overlap.py
+eval  tp-allgather-gemm              solutions/library/tp_allgather_gemm_torch.py
+eval  tp-gemm-reducescatter          solutions/library/tp_gemm_reducescatter_torch.py
+sweep all-reduce                     solutions/library/all_reduce_torch_symm_mem.py
+sweep all-to-all                     solutions/symm_mem/all_to_all_push.py
+eval  all-reduce                     solutions/symm_mem/all_reduce_one_shot.py
+"
+# On CPU the kernels cannot run: an exact copy of the reference first gives rows that pass.
+if [ "$DEVICE" = cpu ]; then
+  PLAN="
+eval  all-reduce                     reference
+sweep all-reduce                     reference
+$PLAN"
+fi
+
+log() { echo "$@" | tee -a "$LOG"; }
+
+{
+  echo "== $(date -u +%FT%TZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), device $DEVICE x$N"
+  if [ "$DEVICE" = cuda ]; then nvidia-smi -L; nvidia-smi topo -m | head -6; fi
+  "$PYTHON" -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version() if torch.cuda.is_available() else "-")'
+  echo "budget ${BUDGET_S} s; worlds $WORLDS; eval size $EVAL_SIZE; sweep sizes $SIZES; trials $TRIALS; only /$ONLY/"
+} 2>&1 | tee "$LOG"
+
+reference_copy() {  # an exact copy of the reference, as scripts/device/sweep_batch.sh makes it
+  local slug=$1 file="$SCRATCH/${1//-/_}_reference_copy.py"
+  printf '"""An exact copy of the %s reference: its speedup must be 1."""\nfrom problems import get as _get\n\nsolution = _get(%s).reference\n' \
+    "$slug" "'$slug'" > "$file"
+  echo "$file"
+}
+
+start=$(date +%s)
+skipped=()
+read -r -a sizes <<< "$SIZES"
+for ws in $WORLDS; do
+  if [ "$ws" -gt "$N" ]; then log "== x$ws: the host has $N devices, skipped"; continue; fi
+  if [ "$DEVICE" = cuda ]; then export CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((ws - 1))); fi
+  while read -r kind slug file; do
+    [ -n "${kind:-}" ] || continue
+    line="x$ws $kind $slug $file"
+    echo "$line" | grep -Eq -- "$ONLY" || continue
+    if [ "$file" = reference ]; then file=$(reference_copy "$slug"); fi
+    if [ ! -f "$file" ]; then log "== skip ($line): no such file"; continue; fi
+    name=$(basename "$file" .py)
+    left=$((BUDGET_S - ($(date +%s) - start)))
+    if [ "$kind" = eval ]; then cost=$EVAL_COST; else cost=$((SIZE_COST * ${#sizes[@]})); fi
+    if [ "$left" -lt "$cost" ]; then skipped+=("$line"); log "== skip ($line): ${left} s left, needs ~${cost} s"; continue; fi
+    t0=$(date +%s)
+    if [ "$kind" = eval ]; then
+      cap=$(( left < EVAL_CAP ? left : EVAL_CAP ))
+      log "== $(date -u +%T) $line (cap ${cap} s)"
+      timeout -k 10 "$cap" "$PYTHON" -m evaluator.cli eval --problem "$slug" --solution "$file" --world-size "$ws" \
+        --device "$DEVICE" --size "$EVAL_SIZE" --trials "$TRIALS" --deadline $((cap - 15)) \
+        --json "$REPORTS/eval-$slug-$name-x$ws.json" < /dev/null 2>&1 | tail -25 | tee -a "$LOG"
+    else
+      cap=$(( left < cost * 3 / 2 ? left : cost * 3 / 2 ))
+      log "== $(date -u +%T) $line, sizes ${SIZES} (deadline ${cap} s)"
+      timeout -k 10 $((cap + 45)) "$PYTHON" -m evaluator.cli sweep --problem "$slug" --solution "$file" \
+        --world-size "$ws" --device "$DEVICE" --trials "$TRIALS" --deadline "$cap" --sizes "${sizes[@]}" \
+        --out "$REPORTS/sweep-$slug-$name-x$ws.json" < /dev/null 2>&1 | tail -30 | tee -a "$LOG"
+    fi
+    log "   exit ${PIPESTATUS[0]} after $(($(date +%s) - t0)) s"
+  done <<< "$PLAN"
+done
+unset CUDA_VISIBLE_DEVICES
+log "== $(date -u +%T) runs done in $(($(date +%s) - start)) s"
+if [ ${#skipped[@]} -gt 0 ]; then
+  log "== not run for want of budget (run them next with ONLY='^(x2|x4) (kind) (problem) (file)$' built from these lines):"
+  for line in "${skipped[@]}"; do log "   $line"; done
+fi
+"$PYTHON" scripts/device/kernels_table.py "$REPORTS" 2>&1 | tee "$OUT/kernels-table.txt" | tee -a "$LOG"
+rm -rf "$SCRATCH"
+# The device tool brings back only a few files: every report goes back in one archive.
+(cd "$OUT" && tar czf kernels-reports.tgz reports && rm -rf reports)
+ls -l "$OUT" | tee -a "$LOG"

@@ -1,0 +1,62 @@
+"""The kernels batch (scripts/device/kernels_batch.sh) without a GPU: every file its plan names
+exists, imports and can be called as its problem's reference is; every CUDA source in
+solutions/symm_mem compiles for sm_90 where nvcc is installed. A mistake here would otherwise
+cost a device call to find.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import problems
+from evaluator.candidate import load_solution
+
+ROOT = Path(__file__).resolve().parents[1]
+BATCH = ROOT / "scripts" / "device" / "kernels_batch.sh"
+
+
+def plan_entries() -> list[tuple[str, str]]:
+    text = BATCH.read_text()
+    plan = re.search(r'^PLAN="\n(.*?)^"', text, re.S | re.M)
+    assert plan, "kernels_batch.sh has no PLAN block"
+    entries = []
+    for line in plan.group(1).splitlines():
+        fields = line.split()
+        if len(fields) == 3 and fields[2] != "reference":
+            entries.append((fields[1], fields[2]))
+    return sorted(set(entries))
+
+
+def cuda_sources() -> list[tuple[str, str]]:
+    found = []
+    for path in sorted((ROOT / "solutions" / "symm_mem").glob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "SOURCE" for t in node.targets):
+                found.append((str(path.relative_to(ROOT)), ast.literal_eval(node.value)))
+    return found
+
+
+def test_the_plan_names_kernels_for_the_issue_problems():
+    slugs = {slug for slug, _ in plan_entries()}
+    assert {"all-reduce", "all-to-all", "tp-allgather-gemm", "tp-gemm-reducescatter"} <= slugs
+
+
+@pytest.mark.parametrize("slug,file", plan_entries())
+def test_each_planned_file_imports_and_takes_the_reference_arguments(slug, file):
+    load_solution(ROOT / file, problems.get(slug))  # raises CandidateError on any mismatch
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc on this machine")
+@pytest.mark.parametrize("file,source", cuda_sources(), ids=lambda v: v if v.endswith(".py") else "")
+def test_each_cuda_source_compiles_for_sm_90(file, source, tmp_path):
+    cu = tmp_path / "k.cu"
+    cu.write_text(source)
+    built = subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-o", str(tmp_path / "k.cubin"), str(cu)],
+                           capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr
