@@ -27,9 +27,9 @@ def plan_entries() -> list[tuple[str, str]]:
     assert plan, "kernels_batch.sh has no PLAN block"
     entries = []
     for line in plan.group(1).splitlines():
-        fields = line.split()
-        if len(fields) == 3 and fields[2] != "reference":
-            entries.append((fields[1], fields[2]))
+        fields = line.split()  # world size, kind, problem, file[@variant], [sizes]
+        if len(fields) >= 4 and fields[3] != "reference":
+            entries.append((fields[2], fields[3].split("@")[0]))
     return sorted(set(entries))
 
 
@@ -44,7 +44,16 @@ def cuda_sources() -> list[tuple[str, str]]:
 
 def test_the_plan_names_kernels_for_the_issue_problems():
     slugs = {slug for slug, _ in plan_entries()}
-    assert {"all-reduce", "all-to-all", "tp-allgather-gemm", "tp-gemm-reducescatter"} <= slugs
+    assert {"all-reduce", "all-gather", "reduce-scatter", "all-to-all", "tp-allgather-gemm",
+            "tp-gemm-reducescatter"} <= slugs
+
+
+def test_the_variants_the_plan_asks_for_change_the_constant_they_name():
+    # make_variant rewrites these lines with sed; a renamed constant would silently sweep the
+    # unchanged file under a variant's name.
+    text = (ROOT / "solutions" / "symm_mem" / "all_reduce_two_shot.py").read_text()
+    assert re.search(r"^ONE_SHOT_MAX_BYTES = ", text, re.M)
+    assert re.search(r"^ONE_SHOT_MAX_BYTES_DEFAULT = ", text, re.M)
 
 
 @pytest.mark.parametrize("slug,file", plan_entries())

@@ -44,29 +44,58 @@ mkdir -p "$REPORTS"
 LOG="$OUT/kernels.log"
 SCRATCH=$(mktemp -d /tmp/pkb-kernels.XXXXXX)
 
-# The plan, most important first. Fields: kind, problem, file ("reference": an exact copy of
-# the reference, speedup 1 by construction). Each line runs at every world size in WORLDS,
-# all x2 lines before any x4 line.
+# The plan, most important first. Fields: world size, kind (eval or sweep), problem, file, and
+# for a sweep optionally its sizes (comma-separated; default SIZES). A file may be "reference"
+# (an exact copy of the reference, speedup 1 by construction) or FILE@VARIANT (a copy of FILE
+# with one constant changed, made by make_variant below).
 PLAN="
-eval  all-reduce                     solutions/symm_mem/all_reduce_two_shot.py
-eval  all-reduce                     solutions/library/all_reduce_torch_symm_mem.py
-sweep all-reduce                     solutions/symm_mem/all_reduce_two_shot.py
-eval  all-to-all                     solutions/symm_mem/all_to_all_push.py
-eval  tp-fused-allgather-matmul      solutions/library/tp_fused_allgather_matmul_torch.py
-eval  tp-fused-matmul-reducescatter  solutions/library/tp_fused_matmul_reducescatter_torch.py
-eval  tp-allgather-gemm              solutions/symm_mem/tp_allgather_gemm_overlap.py
-eval  tp-gemm-reducescatter          solutions/symm_mem/tp_gemm_reducescatter_overlap.py
-eval  tp-allgather-gemm              solutions/library/tp_allgather_gemm_torch.py
-eval  tp-gemm-reducescatter          solutions/library/tp_gemm_reducescatter_torch.py
-sweep all-reduce                     solutions/library/all_reduce_torch_symm_mem.py
-sweep all-to-all                     solutions/symm_mem/all_to_all_push.py
-eval  all-reduce                     solutions/symm_mem/all_reduce_one_shot.py
+2 eval  all-reduce                     solutions/symm_mem/all_reduce_two_shot.py
+2 eval  all-reduce                     solutions/library/all_reduce_torch_symm_mem.py
+2 sweep all-reduce                     solutions/symm_mem/all_reduce_two_shot.py
+4 eval  all-reduce                     solutions/symm_mem/all_reduce_two_shot.py
+4 eval  all-reduce                     solutions/library/all_reduce_torch_symm_mem.py
+4 sweep all-reduce                     solutions/symm_mem/all_reduce_two_shot.py
+2 eval  all-gather                     solutions/symm_mem/all_gather_one_kernel.py
+2 eval  reduce-scatter                 solutions/symm_mem/reduce_scatter_one_kernel.py
+2 eval  all-to-all                     solutions/symm_mem/all_to_all_push.py
+2 eval  tp-allgather-gemm              solutions/symm_mem/tp_allgather_gemm_overlap.py
+2 eval  tp-gemm-reducescatter          solutions/symm_mem/tp_gemm_reducescatter_overlap.py
+4 eval  all-gather                     solutions/symm_mem/all_gather_one_kernel.py
+4 eval  reduce-scatter                 solutions/symm_mem/reduce_scatter_one_kernel.py
+4 eval  all-to-all                     solutions/symm_mem/all_to_all_push.py
+4 eval  tp-allgather-gemm              solutions/symm_mem/tp_allgather_gemm_overlap.py
+4 eval  tp-gemm-reducescatter          solutions/symm_mem/tp_gemm_reducescatter_overlap.py
+2 eval  tp-fused-allgather-matmul      solutions/library/tp_fused_allgather_matmul_torch.py
+2 eval  tp-fused-matmul-reducescatter  solutions/library/tp_fused_matmul_reducescatter_torch.py
+2 eval  tp-allgather-gemm              solutions/library/tp_allgather_gemm_torch.py
+2 eval  tp-gemm-reducescatter          solutions/library/tp_gemm_reducescatter_torch.py
+4 eval  tp-fused-allgather-matmul      solutions/library/tp_fused_allgather_matmul_torch.py
+4 eval  tp-fused-matmul-reducescatter  solutions/library/tp_fused_matmul_reducescatter_torch.py
+4 eval  tp-allgather-gemm              solutions/library/tp_allgather_gemm_torch.py
+4 eval  tp-gemm-reducescatter          solutions/library/tp_gemm_reducescatter_torch.py
+2 sweep all-reduce                     solutions/library/all_reduce_torch_symm_mem.py
+2 sweep all-reduce                     solutions/symm_mem/all_reduce_two_shot.py@two_shot_only 256K,1M,4M,16M
+2 sweep all-reduce                     solutions/symm_mem/all_reduce_two_shot.py@one_shot_only 256K,1M,4M,16M
+2 sweep all-gather                     solutions/symm_mem/all_gather_one_kernel.py
+2 sweep reduce-scatter                 solutions/symm_mem/reduce_scatter_one_kernel.py
+2 sweep all-to-all                     solutions/symm_mem/all_to_all_push.py
+4 sweep all-reduce                     solutions/library/all_reduce_torch_symm_mem.py
+4 sweep all-reduce                     solutions/symm_mem/all_reduce_two_shot.py@two_shot_only 64K,256K,1M,4M
+4 sweep all-reduce                     solutions/symm_mem/all_reduce_two_shot.py@one_shot_only 64K,256K,1M,4M
+4 sweep all-gather                     solutions/symm_mem/all_gather_one_kernel.py
+4 sweep reduce-scatter                 solutions/symm_mem/reduce_scatter_one_kernel.py
+4 sweep all-to-all                     solutions/symm_mem/all_to_all_push.py
+2 eval  all-reduce                     solutions/symm_mem/all_reduce_one_shot.py
+2 eval  all-gather                     solutions/symm_mem/all_gather_push.py
+2 eval  reduce-scatter                 solutions/symm_mem/reduce_scatter_pull.py
+4 eval  all-reduce                     solutions/symm_mem/all_reduce_one_shot.py
 "
+
 # On CPU the kernels cannot run: an exact copy of the reference first gives rows that pass.
 if [ "$DEVICE" = cpu ]; then
   PLAN="
-eval  all-reduce                     reference
-sweep all-reduce                     reference
+2 eval  all-reduce                     reference
+2 sweep all-reduce                     reference
 $PLAN"
 fi
 
@@ -86,44 +115,66 @@ reference_copy() {  # an exact copy of the reference, as scripts/device/sweep_ba
   echo "$file"
 }
 
+make_variant() {  # FILE@VARIANT -> a copy of FILE with one constant changed, named after both
+  local base=${1%@*} variant=${1#*@} expr
+  case $variant in
+    two_shot_only) expr='s/^ONE_SHOT_MAX_BYTES = .*/ONE_SHOT_MAX_BYTES: dict = {}/; s/^ONE_SHOT_MAX_BYTES_DEFAULT = .*/ONE_SHOT_MAX_BYTES_DEFAULT = -1/' ;;
+    one_shot_only) expr='s/^ONE_SHOT_MAX_BYTES = .*/ONE_SHOT_MAX_BYTES: dict = {}/; s/^ONE_SHOT_MAX_BYTES_DEFAULT = .*/ONE_SHOT_MAX_BYTES_DEFAULT = 1 << 62/' ;;
+    *) echo "/nonexistent/unknown-variant-$variant"; return ;;
+  esac
+  local file="$SCRATCH/$(basename "$base" .py)_$variant.py"
+  [ -f "$base" ] && sed "$expr" "$base" > "$file"
+  echo "$file"
+}
+
 start=$(date +%s)
 skipped=()
-read -r -a sizes <<< "$SIZES"
-for ws in $WORLDS; do
-  if [ "$ws" -gt "$N" ]; then log "== x$ws: the host has $N devices, skipped"; continue; fi
+while read -r ws kind slug file line_sizes; do
+  [ -n "${ws:-}" ] || continue
+  line="x$ws $kind $slug $file"
+  echo "$line" | grep -Eq -- "$ONLY" || continue
+  case " $WORLDS " in *" $ws "*) ;; *) continue ;; esac
+  if [ "$ws" -gt "$N" ]; then log "== skip ($line): the host has $N devices"; continue; fi
   if [ "$DEVICE" = cuda ]; then export CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((ws - 1))); fi
-  while read -r kind slug file; do
-    [ -n "${kind:-}" ] || continue
-    line="x$ws $kind $slug $file"
-    echo "$line" | grep -Eq -- "$ONLY" || continue
-    if [ "$file" = reference ]; then file=$(reference_copy "$slug"); fi
-    if [ ! -f "$file" ]; then log "== skip ($line): no such file"; continue; fi
-    name=$(basename "$file" .py)
-    left=$((BUDGET_S - ($(date +%s) - start)))
-    if [ "$kind" = eval ]; then cost=$EVAL_COST; else cost=$((SIZE_COST * ${#sizes[@]})); fi
-    if [ "$left" -lt "$cost" ]; then skipped+=("$line"); log "== skip ($line): ${left} s left, needs ~${cost} s"; continue; fi
-    t0=$(date +%s)
-    if [ "$kind" = eval ]; then
-      cap=$(( left < EVAL_CAP ? left : EVAL_CAP ))
-      log "== $(date -u +%T) $line (cap ${cap} s)"
-      timeout -k 10 "$cap" "$PYTHON" -m evaluator.cli eval --problem "$slug" --solution "$file" --world-size "$ws" \
-        --device "$DEVICE" --size "$EVAL_SIZE" --trials "$TRIALS" --deadline $((cap - 15)) \
-        --json "$REPORTS/eval-$slug-$name-x$ws.json" < /dev/null 2>&1 | tail -25 | tee -a "$LOG"
-    else
-      cap=$(( left < cost * 3 / 2 ? left : cost * 3 / 2 ))
-      log "== $(date -u +%T) $line, sizes ${SIZES} (deadline ${cap} s)"
-      timeout -k 10 $((cap + 45)) "$PYTHON" -m evaluator.cli sweep --problem "$slug" --solution "$file" \
-        --world-size "$ws" --device "$DEVICE" --trials "$TRIALS" --deadline "$cap" --sizes "${sizes[@]}" \
-        --out "$REPORTS/sweep-$slug-$name-x$ws.json" < /dev/null 2>&1 | tail -30 | tee -a "$LOG"
-    fi
-    log "   exit ${PIPESTATUS[0]} after $(($(date +%s) - t0)) s"
-  done <<< "$PLAN"
-done
+  if [ "$DEVICE" = cpu ]; then line_sizes=""; fi  # a dry run stays tiny
+  if [ -n "${line_sizes:-}" ]; then read -r -a sizes <<< "${line_sizes//,/ }"; else read -r -a sizes <<< "$SIZES"; fi
+  if [ "$file" = reference ]; then file=$(reference_copy "$slug"); fi
+  case $file in *@*) file=$(make_variant "$file") ;; esac
+  if [ ! -f "$file" ]; then log "== skip ($line): no such file $file"; continue; fi
+  name=$(basename "$file" .py)
+  left=$((BUDGET_S - ($(date +%s) - start)))
+  if [ "$kind" = eval ]; then cost=$EVAL_COST; else cost=$((SIZE_COST * ${#sizes[@]})); fi
+  if [ "$left" -lt "$cost" ]; then skipped+=("$line"); log "== skip ($line): ${left} s left, needs ~${cost} s"; continue; fi
+  t0=$(date +%s)
+  if [ "$kind" = eval ]; then
+    cap=$(( left < EVAL_CAP ? left : EVAL_CAP ))
+    log "== $(date -u +%T) $line (cap ${cap} s)"
+    timeout -k 10 "$cap" "$PYTHON" -m evaluator.cli eval --problem "$slug" --solution "$file" --world-size "$ws" \
+      --device "$DEVICE" --size "$EVAL_SIZE" --trials "$TRIALS" --deadline $((cap - 15)) \
+      --json "$REPORTS/eval-$slug-$name-x$ws.json" < /dev/null 2>&1 | tail -25 | tee -a "$LOG"
+    rc=${PIPESTATUS[0]}
+  else
+    cap=$(( left < cost * 3 / 2 ? left : cost * 3 / 2 ))
+    log "== $(date -u +%T) $line, sizes ${sizes[*]} (deadline ${cap} s)"
+    # The evaluator keeps to its deadline; the timeout is only a backstop against a hung parent.
+    timeout -k 10 $((cap + 45)) "$PYTHON" -m evaluator.cli sweep --problem "$slug" --solution "$file" \
+      --world-size "$ws" --device "$DEVICE" --trials "$TRIALS" --deadline "$cap" --sizes "${sizes[@]}" \
+      --out "$REPORTS/sweep-$slug-$name-x$ws.json" < /dev/null 2>&1 | tail -30 | tee -a "$LOG"
+    rc=${PIPESTATUS[0]}
+  fi
+  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+    log "   KILLED at the wall-clock cap after $(($(date +%s) - t0)) s (exit $rc): no report"
+  else
+    log "   exit $rc after $(($(date +%s) - t0)) s"
+  fi
+done <<< "$PLAN"
 unset CUDA_VISIBLE_DEVICES
 log "== $(date -u +%T) runs done in $(($(date +%s) - start)) s"
 if [ ${#skipped[@]} -gt 0 ]; then
-  log "== not run for want of budget (run them next with ONLY='^(x2|x4) (kind) (problem) (file)$' built from these lines):"
+  log "== not run for want of budget:"
   for line in "${skipped[@]}"; do log "   $line"; done
+  only=$(printf '%s\n' "${skipped[@]}" | sed 's/[.]/[.]/g; s/^/^/; s/$/$/' | paste -sd'|')
+  log "== to run them next: ONLY='$only' bash scripts/device/kernels_batch.sh"
 fi
 "$PYTHON" scripts/device/kernels_table.py "$REPORTS" 2>&1 | tee "$OUT/kernels-table.txt" | tee -a "$LOG"
 rm -rf "$SCRATCH"
