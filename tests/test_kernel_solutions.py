@@ -45,7 +45,7 @@ def cuda_sources() -> list[tuple[str, str]]:
 def test_the_plan_names_kernels_for_the_issue_problems():
     slugs = {slug for slug, _ in plan_entries()}
     assert {"all-reduce", "all-gather", "reduce-scatter", "all-to-all", "tp-allgather-gemm",
-            "tp-gemm-reducescatter"} <= slugs
+            "tp-gemm-reducescatter", "moe-dispatch-all-to-all", "moe-combine-all-to-all"} <= slugs
 
 
 def test_the_variants_the_plan_asks_for_change_the_constant_they_name():

@@ -58,11 +58,15 @@ PLAN="
 2 eval  all-gather                     solutions/symm_mem/all_gather_one_kernel.py
 2 eval  reduce-scatter                 solutions/symm_mem/reduce_scatter_one_kernel.py
 2 eval  all-to-all                     solutions/symm_mem/all_to_all_push.py
+2 eval  moe-dispatch-all-to-all        solutions/symm_mem/moe_dispatch_pull.py
+2 eval  moe-combine-all-to-all         solutions/symm_mem/moe_combine_push.py
 2 eval  tp-allgather-gemm              solutions/symm_mem/tp_allgather_gemm_overlap.py
 2 eval  tp-gemm-reducescatter          solutions/symm_mem/tp_gemm_reducescatter_overlap.py
 4 eval  all-gather                     solutions/symm_mem/all_gather_one_kernel.py
 4 eval  reduce-scatter                 solutions/symm_mem/reduce_scatter_one_kernel.py
 4 eval  all-to-all                     solutions/symm_mem/all_to_all_push.py
+4 eval  moe-dispatch-all-to-all        solutions/symm_mem/moe_dispatch_pull.py
+4 eval  moe-combine-all-to-all         solutions/symm_mem/moe_combine_push.py
 4 eval  tp-allgather-gemm              solutions/symm_mem/tp_allgather_gemm_overlap.py
 4 eval  tp-gemm-reducescatter          solutions/symm_mem/tp_gemm_reducescatter_overlap.py
 2 eval  tp-fused-allgather-matmul      solutions/library/tp_fused_allgather_matmul_torch.py
