@@ -119,6 +119,15 @@ reference_copy() {  # an exact copy of the reference, as scripts/device/sweep_ba
   echo "$file"
 }
 
+hardware_args() {  # the measured profile of this GPU model at this world size, where one exists
+  local ws=$1 model
+  [ "$DEVICE" = cuda ] || return 0
+  model=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -Eo 'H[0-9]{3}' | tr 'H' 'h')
+  # Without --hardware the evaluator takes the newest profile of the same GPU count, whatever
+  # the model (an H100 profile on an H200 host): name the right one when it is committed.
+  if [ -n "$model" ] && [ -f "hardware/$model-x$ws-nvlink.json" ]; then echo "--hardware $model-x$ws-nvlink"; fi
+}
+
 make_variant() {  # FILE@VARIANT -> a copy of FILE with one constant changed, named after both
   local base=${1%@*} variant=${1#*@} expr
   case $variant in
@@ -146,6 +155,7 @@ while read -r ws kind slug file line_sizes; do
   case $file in *@*) file=$(make_variant "$file") ;; esac
   if [ ! -f "$file" ]; then log "== skip ($line): no such file $file"; continue; fi
   name=$(basename "$file" .py)
+  read -r -a hw <<< "$(hardware_args "$ws")"
   left=$((BUDGET_S - ($(date +%s) - start)))
   if [ "$kind" = eval ]; then cost=$EVAL_COST; else cost=$((SIZE_COST * ${#sizes[@]})); fi
   if [ "$left" -lt "$cost" ]; then skipped+=("$line"); log "== skip ($line): ${left} s left, needs ~${cost} s"; continue; fi
@@ -153,7 +163,7 @@ while read -r ws kind slug file line_sizes; do
   if [ "$kind" = eval ]; then
     cap=$(( left < EVAL_CAP ? left : EVAL_CAP ))
     log "== $(date -u +%T) $line (cap ${cap} s)"
-    timeout -k 10 "$cap" "$PYTHON" -m evaluator.cli eval --problem "$slug" --solution "$file" --world-size "$ws" \
+    timeout -k 10 "$cap" "$PYTHON" -m evaluator.cli eval --problem "$slug" --solution "$file" --world-size "$ws" "${hw[@]}" \
       --device "$DEVICE" --size "$EVAL_SIZE" --trials "$TRIALS" --deadline $((cap - 15)) \
       --json "$REPORTS/eval-$slug-$name-x$ws.json" < /dev/null 2>&1 | tail -25 | tee -a "$LOG"
     rc=${PIPESTATUS[0]}
@@ -162,7 +172,7 @@ while read -r ws kind slug file line_sizes; do
     log "== $(date -u +%T) $line, sizes ${sizes[*]} (deadline ${cap} s)"
     # The evaluator keeps to its deadline; the timeout is only a backstop against a hung parent.
     timeout -k 10 $((cap + 45)) "$PYTHON" -m evaluator.cli sweep --problem "$slug" --solution "$file" \
-      --world-size "$ws" --device "$DEVICE" --trials "$TRIALS" --deadline "$cap" --sizes "${sizes[@]}" \
+      --world-size "$ws" "${hw[@]}" --device "$DEVICE" --trials "$TRIALS" --deadline "$cap" --sizes "${sizes[@]}" \
       --out "$REPORTS/sweep-$slug-$name-x$ws.json" < /dev/null 2>&1 | tail -30 | tee -a "$LOG"
     rc=${PIPESTATUS[0]}
   fi
