@@ -11,6 +11,8 @@
 #             skipped are listed at the end with the ONLY= that runs them next time.
 #   ONLY      an extended regex; only plan lines that match it run (e.g. ONLY='x4' or
 #             ONLY='sweep all-reduce'). A plan line reads "x2 eval all-reduce FILE".
+#   FROM      start at this plan line (1-based; default 1): the batch prints the FROM that
+#             continues where the budget ran out, for the next call.
 #   WORLDS    world sizes to run (default "2 4"; a size above the host's GPU count is skipped).
 #   SIZES     sweep sizes (default "4K 64K 256K 4M 64M"); TRIALS (default 5, as pkb eval).
 #   DEVICE=cpu N=2 PYTHON=.venv/bin/python   a CPU dry run of the plumbing (gloo, size small,
@@ -26,6 +28,7 @@ TRIALS=${TRIALS:-5}
 DEVICE=${DEVICE:-cuda}
 WORLDS=${WORLDS:-2 4}
 ONLY=${ONLY:-.}
+FROM=${FROM:-1}
 PYTHON=${PYTHON:-python3}
 if [ "$DEVICE" = cuda ]; then
   EVAL_SIZE=default; SIZES=${SIZES:-4K 64K 256K 4M 64M}
@@ -142,8 +145,12 @@ make_variant() {  # FILE@VARIANT -> a copy of FILE with one constant changed, na
 
 start=$(date +%s)
 skipped=()
+first_skipped=
+index=0
 while read -r ws kind slug file line_sizes; do
   [ -n "${ws:-}" ] || continue
+  index=$((index + 1))
+  [ "$index" -ge "$FROM" ] || continue
   line="x$ws $kind $slug $file"
   echo "$line" | grep -Eq -- "$ONLY" || continue
   case " $WORLDS " in *" $ws "*) ;; *) continue ;; esac
@@ -158,7 +165,7 @@ while read -r ws kind slug file line_sizes; do
   read -r -a hw <<< "$(hardware_args "$ws")"
   left=$((BUDGET_S - ($(date +%s) - start)))
   if [ "$kind" = eval ]; then cost=$EVAL_COST; else cost=$((SIZE_COST * ${#sizes[@]})); fi
-  if [ "$left" -lt "$cost" ]; then skipped+=("$line"); log "== skip ($line): ${left} s left, needs ~${cost} s"; continue; fi
+  if [ "$left" -lt "$cost" ]; then skipped+=("$line"); first_skipped=${first_skipped:-$index}; log "== skip ($line): ${left} s left, needs ~${cost} s"; continue; fi
   t0=$(date +%s)
   if [ "$kind" = eval ]; then
     cap=$(( left < EVAL_CAP ? left : EVAL_CAP ))
@@ -187,8 +194,7 @@ log "== $(date -u +%T) runs done in $(($(date +%s) - start)) s"
 if [ ${#skipped[@]} -gt 0 ]; then
   log "== not run for want of budget:"
   for line in "${skipped[@]}"; do log "   $line"; done
-  only=$(printf '%s\n' "${skipped[@]}" | sed 's/[.]/[.]/g; s/^/^/; s/$/$/' | paste -sd'|')
-  log "== to run them next: ONLY='$only' bash scripts/device/kernels_batch.sh"
+  log "== to go on next call: FROM=$first_skipped bash scripts/device/kernels_batch.sh (plan line $first_skipped on; the lines after it that ran here run again)"
 fi
 "$PYTHON" scripts/device/kernels_table.py "$REPORTS" 2>&1 | tee "$OUT/kernels-table.txt" | tee -a "$LOG"
 rm -rf "$SCRATCH"
