@@ -1,18 +1,17 @@
 #!/usr/bin/env bash
 # One device call on a 2- or 4-GPU host: the best known kernels (issue 23) through `pkb eval`
-# at the default size and `pkb sweep` over message sizes, at world size 2 and then 4, most
-# important first, every run under a wall-clock cap so that one hang cannot eat the batch.
+# at the default size and `pkb sweep` over message sizes, at world sizes 2 and 4 (x2 and x4
+# lines interleaved, most important first), every run under a wall-clock cap so that one hang cannot eat the batch.
 #   bash scripts/device/kernels_batch.sh                    (repository root)
 # Environment:
 #   OUT       where everything goes (default /tmp/pkb-out); at most 3 files are left there:
 #             kernels.log, kernels-table.txt and kernels-reports.tgz (every JSON report).
 #   BUDGET_S  seconds for all runs together (default 540: the device tool's 600 s less start-up
 #             and packing). A run starts only if its estimated cost fits what is left; the runs
-#             skipped are listed at the end with the ONLY= that runs them next time.
+#             skipped are listed at the end with the FROM= that goes on from there next time.
 #   ONLY      an extended regex; only plan lines that match it run (e.g. ONLY='x4' or
 #             ONLY='sweep all-reduce'). A plan line reads "x2 eval all-reduce FILE".
-#   FROM      start at this plan line (1-based; default 1): the batch prints the FROM that
-#             continues where the budget ran out, for the next call.
+#   FROM      start at this plan line (1-based, counting every line of PLAN below; default 1).
 #   WORLDS    world sizes to run (default "2 4"; a size above the host's GPU count is skipped).
 #   SIZES     sweep sizes (default "4K 64K 256K 4M 64M"); TRIALS (default 5, as pkb eval).
 #   DEVICE=cpu N=2 PYTHON=.venv/bin/python   a CPU dry run of the plumbing (gloo, size small,
