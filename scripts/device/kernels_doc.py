@@ -60,8 +60,8 @@ def fmt_pct(value: float | None) -> str:
 
 
 def eval_table(evals: dict) -> list[str]:
-    lines = ["| problem | kernel | ranks | speedup [95%] | roofline: kernel / NCCL | verdict | ran | command |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| problem | kernel | ranks | speedup [95%] | roofline: kernel / NCCL | verdict | ran | profile | command |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for (slug, name, ws), rep in sorted(evals.items()):
         timing = rep.get("timing") or {}
         failure = rep.get("failure") or {}
@@ -74,7 +74,7 @@ def eval_table(evals: dict) -> list[str]:
         command = (f"`pkb eval --problem {slug} --solution {file} --world-size {ws} "
                    f"--device {rep['setting']['device']} --size {rep['setting']['size']}`")
         lines.append(f"| {slug} | {name}{lib} | {ws} | {speed} | {roof} | {verdict} | "
-                     f"{rep['started_at'][:16]} | {command} |")
+                     f"{rep['started_at'][:16]} | {rep.get('hardware_profile')} | {command} |")
     return lines
 
 
