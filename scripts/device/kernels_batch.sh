@@ -73,10 +73,14 @@ PLAN="
 4 eval  tp-gemm-reducescatter          solutions/symm_mem/tp_gemm_reducescatter_overlap.py
 2 eval  tp-fused-allgather-matmul      solutions/library/tp_fused_allgather_matmul_torch.py
 2 eval  tp-fused-matmul-reducescatter  solutions/library/tp_fused_matmul_reducescatter_torch.py
+2 eval  tp-fused-allgather-matmul      solutions/symm_mem/tp_fused_allgather_matmul_overlap.py
+2 eval  tp-fused-matmul-reducescatter  solutions/symm_mem/tp_fused_matmul_reducescatter_overlap.py
 2 eval  tp-allgather-gemm              solutions/library/tp_allgather_gemm_torch.py
 2 eval  tp-gemm-reducescatter          solutions/library/tp_gemm_reducescatter_torch.py
 4 eval  tp-fused-allgather-matmul      solutions/library/tp_fused_allgather_matmul_torch.py
 4 eval  tp-fused-matmul-reducescatter  solutions/library/tp_fused_matmul_reducescatter_torch.py
+4 eval  tp-fused-allgather-matmul      solutions/symm_mem/tp_fused_allgather_matmul_overlap.py
+4 eval  tp-fused-matmul-reducescatter  solutions/symm_mem/tp_fused_matmul_reducescatter_overlap.py
 4 eval  tp-allgather-gemm              solutions/library/tp_allgather_gemm_torch.py
 4 eval  tp-gemm-reducescatter          solutions/library/tp_gemm_reducescatter_torch.py
 2 sweep all-reduce                     solutions/library/all_reduce_torch_symm_mem.py
