@@ -12,6 +12,9 @@
 #   ONLY      an extended regex; only plan lines that match it run (e.g. ONLY='x4' or
 #             ONLY='sweep all-reduce'). A plan line reads "x2 eval all-reduce FILE".
 #   FROM      start at this plan line (1-based, counting every line of PLAN below; default 1).
+#   MODE      "timed" (default) or "check": every eval line with --no-timing (correctness only,
+#             sandbox on, about half the time) and no sweeps: the quickest way to see that every
+#             kernel passes the judge before spending the budget on timings.
 #   WORLDS    world sizes to run (default "2 4"; a size above the host's GPU count is skipped).
 #   SIZES     sweep sizes (default "4K 64K 256K 4M 64M"); TRIALS (default 5, as pkb eval).
 #   DEVICE=cpu N=2 PYTHON=.venv/bin/python   a CPU dry run of the plumbing (gloo, size small,
@@ -28,6 +31,7 @@ DEVICE=${DEVICE:-cuda}
 WORLDS=${WORLDS:-2 4}
 ONLY=${ONLY:-.}
 FROM=${FROM:-1}
+MODE=${MODE:-timed}
 PYTHON=${PYTHON:-python3}
 if [ "$DEVICE" = cuda ]; then
   EVAL_SIZE=default; SIZES=${SIZES:-4K 64K 256K 4M 64M}
@@ -37,7 +41,7 @@ else
 fi
 # Estimated seconds per run, for the budget check (pkb eval at default: 22-36 s on the H200
 # hosts, docs/sweeps.md; a sweep size about the same, less at small sizes).
-EVAL_COST=${EVAL_COST:-45}
+if [ "$MODE" = check ]; then EVAL_COST=${EVAL_COST:-25}; else EVAL_COST=${EVAL_COST:-45}; fi
 SIZE_COST=${SIZE_COST:-30}
 EVAL_CAP=${EVAL_CAP:-150}
 
@@ -115,7 +119,7 @@ log() { echo "$@" | tee -a "$LOG"; }
   echo "== $(date -u +%FT%TZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), device $DEVICE x$N"
   if [ "$DEVICE" = cuda ]; then nvidia-smi -L; nvidia-smi topo -m | head -6; fi
   "$PYTHON" -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version() if torch.cuda.is_available() else "-")'
-  echo "budget ${BUDGET_S} s; worlds $WORLDS; eval size $EVAL_SIZE; sweep sizes $SIZES; trials $TRIALS; only /$ONLY/"
+  echo "mode $MODE; budget ${BUDGET_S} s; worlds $WORLDS; eval size $EVAL_SIZE; sweep sizes $SIZES; trials $TRIALS; only /$ONLY/"
 } 2>&1 | tee "$LOG"
 
 reference_copy() {  # an exact copy of the reference, as scripts/device/sweep_batch.sh makes it
@@ -156,6 +160,7 @@ while read -r ws kind slug file line_sizes; do
   [ "$index" -ge "$FROM" ] || continue
   line="x$ws $kind $slug $file"
   echo "$line" | grep -Eq -- "$ONLY" || continue
+  if [ "$MODE" = check ] && [ "$kind" = sweep ]; then continue; fi
   case " $WORLDS " in *" $ws "*) ;; *) continue ;; esac
   if [ "$ws" -gt "$N" ]; then log "== skip ($line): the host has $N devices"; continue; fi
   if [ "$DEVICE" = cuda ]; then export CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((ws - 1))); fi
@@ -166,6 +171,7 @@ while read -r ws kind slug file line_sizes; do
   if [ ! -f "$file" ]; then log "== skip ($line): no such file $file"; continue; fi
   name=$(basename "$file" .py)
   read -r -a hw <<< "$(hardware_args "$ws")"
+  if [ "$MODE" = check ]; then timing=(--no-timing); else timing=(); fi
   left=$((BUDGET_S - ($(date +%s) - start)))
   if [ "$kind" = eval ]; then cost=$EVAL_COST; else cost=$((SIZE_COST * ${#sizes[@]})); fi
   if [ "$left" -lt "$cost" ]; then skipped+=("$line"); first_skipped=${first_skipped:-$index}; log "== skip ($line): ${left} s left, needs ~${cost} s"; continue; fi
@@ -174,7 +180,7 @@ while read -r ws kind slug file line_sizes; do
     cap=$(( left < EVAL_CAP ? left : EVAL_CAP ))
     log "== $(date -u +%T) $line (cap ${cap} s)"
     timeout -k 10 "$cap" "$PYTHON" -m evaluator.cli eval --problem "$slug" --solution "$file" --world-size "$ws" "${hw[@]}" \
-      --device "$DEVICE" --size "$EVAL_SIZE" --trials "$TRIALS" --deadline $((cap - 15)) \
+      --device "$DEVICE" --size "$EVAL_SIZE" --trials "$TRIALS" --deadline $((cap - 15)) "${timing[@]}" \
       --json "$REPORTS/eval-$slug-$name-x$ws.json" < /dev/null 2>&1 | tail -25 | tee -a "$LOG"
     rc=${PIPESTATUS[0]}
   else

@@ -3,8 +3,9 @@
     python3 scripts/device/kernels_doc.py REPORTS [REPORTS ...] [--out docs/kernels.md]
 
 REPORTS: a kernels-reports.tgz the batch left under $OUT, or a folder of its eval-*.json and
-sweep-*.json. Several may be given (an x2 and an x4 call, or calls with ONLY=); for the same
-kernel, problem and world size the newest report wins. Every number on the page comes from
+sweep-*.json. Several may be given (an x2 and an x4 call, or calls with FROM=); for the same
+kernel, problem and world size the newest timed report wins (a MODE=check report only where
+there is no timed one). Every number on the page comes from
 a report, with the date it ran and the command that reruns it; this script invents none.
 """
 
@@ -45,7 +46,11 @@ def solution_file(name: str) -> str:
 
 
 def newest(found: dict, key: tuple, report: dict[str, Any]) -> None:
-    if key not in found or found[key]["started_at"] < report["started_at"]:
+    """Keep the newest report, a timed one over a correctness-only one (MODE=check)."""
+    def rank(rep: dict[str, Any]) -> tuple[bool, str]:
+        return (bool(rep.get("timing") or rep.get("points")), rep["started_at"])
+
+    if key not in found or rank(found[key]) < rank(report):
         found[key] = report
 
 
