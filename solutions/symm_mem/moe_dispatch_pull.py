@@ -10,11 +10,13 @@ Per call:
    reference's order (its argsort over expert * T + token, then an all-to-all in rank order).
    From these come recv_weights, tokens_per_expert and recv_src_index = s * T + t directly,
    with no count exchange and no all-to-all of weights or indices.
-3. One kernel copies row t of source s's published x into each received row, reading peers
-   over NVLink (own rows locally), 16 bytes per load, many rows in flight.
-So each received row is read once and written once; the reference gathers it into a send buffer
-(index_select), sends it, and runs three more all-to-alls plus a host sync for the splits.
-This path syncs with the host once too (the receive count sizes the outputs).
+3. One kernel reads each distinct (source, token) row once, over NVLink for peers (locally for
+   its own tokens), 16 bytes per load, and writes it into every received row that needs it (a
+   token whose k experts put several on this rank is expanded here, not sent several times: the
+   DeepEP dispatch's saving, which the problem's roofline assumes).
+So each token crosses a link at most once per destination rank; the reference gathers one row
+per (token, expert) into a send buffer (index_select), sends them all, and runs three more
+all-to-alls. Both sync with the host for the output sizes.
 
 Why it is right: the receive list is a pure function of all ranks' topk_idx, and the rows are
 bytes copied unchanged, so every output is bit-identical to the reference's. Buffers alternate
@@ -32,24 +34,31 @@ import torch.distributed._symmetric_memory as symm_mem
 from evaluator.cuda import compile_kernels, peer_pointers
 
 SOURCE = r"""
-// out[r] = row token[r] of the x published by rank src[r]: bufs[src] + x_offset, rows of
-// row_bytes. nvec = row_bytes / 16 when row_bytes is a multiple of 16 (else 0: bytes only).
+// Group g is one distinct (source rank src[g], token token[g]); its row of the x published at
+// bufs[src] + x_offset (rows of row_bytes) is read once and written to the output rows
+// dest[first[g] .. first[g + 1]). nvec = row_bytes / 16 when row_bytes is a multiple of 16
+// (else 0: bytes only).
 extern "C" __global__ void __launch_bounds__(512) gather_rows(
     const long long* __restrict__ bufs, long long x_offset, const long long* __restrict__ src,
-    const long long* __restrict__ token, unsigned char* __restrict__ out, long long rows,
+    const long long* __restrict__ token, const long long* __restrict__ first,
+    const long long* __restrict__ dest, unsigned char* __restrict__ out, long long groups,
     long long row_bytes, long long nvec) {
   const long long stride = (long long)gridDim.x * blockDim.x;
   const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (nvec > 0) {
-    for (long long i = tid; i < rows * nvec; i += stride) {
-      const long long r = i / nvec, v = i - r * nvec;
-      const unsigned char* row = (const unsigned char*)bufs[src[r]] + x_offset + token[r] * row_bytes;
-      reinterpret_cast<uint4*>(out + r * row_bytes)[v] = __ldcg(reinterpret_cast<const uint4*>(row) + v);
+    for (long long i = tid; i < groups * nvec; i += stride) {
+      const long long g = i / nvec, v = i - g * nvec;
+      const unsigned char* row = (const unsigned char*)bufs[src[g]] + x_offset + token[g] * row_bytes;
+      const uint4 value = __ldcg(reinterpret_cast<const uint4*>(row) + v);
+      for (long long j = first[g]; j < first[g + 1]; ++j)
+        reinterpret_cast<uint4*>(out + dest[j] * row_bytes)[v] = value;
     }
   } else {
-    for (long long i = tid; i < rows * row_bytes; i += stride) {
-      const long long r = i / row_bytes, b = i - r * row_bytes;
-      out[i] = __ldcg((const unsigned char*)bufs[src[r]] + x_offset + token[r] * row_bytes + b);
+    for (long long i = tid; i < groups * row_bytes; i += stride) {
+      const long long g = i / row_bytes, b = i - g * row_bytes;
+      const unsigned char value =
+          __ldcg((const unsigned char*)bufs[src[g]] + x_offset + token[g] * row_bytes + b);
+      for (long long j = first[g]; j < first[g + 1]; ++j) out[dest[j] * row_bytes + b] = value;
     }
   }
 }
@@ -105,6 +114,17 @@ def receive_plan(all_idx: torch.Tensor, rank: int, local_experts: int):
     return src[order], tok[order], slot[order], expert[order]
 
 
+def row_groups(src: torch.Tensor, tok: torch.Tensor, tokens: int):
+    """The distinct (source, token) pairs among the received rows, as CSR: (source, token) per
+    group, first[g]..first[g+1] indexing dest, the output rows that group fills."""
+    key = src * tokens + tok
+    dest = torch.argsort(key, stable=True)
+    unique, counts = torch.unique_consecutive(key[dest], return_counts=True)
+    first = torch.zeros(unique.numel() + 1, dtype=torch.int64, device=src.device)
+    torch.cumsum(counts, 0, out=first[1:])
+    return unique // tokens, unique % tokens, first, dest
+
+
 def solution(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Tensor,
              num_experts: int, *, group: dist.ProcessGroup):
     k = topk_idx.shape[1]
@@ -132,12 +152,14 @@ def solution(x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Tensor
     rows = src.numel()
     recv_x = torch.empty((rows, hidden), dtype=x.dtype, device=x.device)
     if rows:
+        g_src, g_tok, first, dest = row_groups(src, tok, tokens)
+        groups = g_src.numel()
         row_bytes = hidden * x.element_size()
         nvec = row_bytes // 16 if row_bytes % 16 == 0 else 0
-        work = rows * (nvec or row_bytes)
+        work = groups * (nvec or row_bytes)
         grid = max(1, min(-(-work // THREADS), 4 * state.sms))
-        _kernels["gather_rows"](state.bufs, parity * state.half, src, tok, recv_x, rows, row_bytes,
-                                nvec, grid=grid, block=THREADS)
+        _kernels["gather_rows"](state.bufs, parity * state.half, g_src, g_tok, first, dest, recv_x,
+                                groups, row_bytes, nvec, grid=grid, block=THREADS)
     recv_w = all_w[src, tok, slot]
     tokens_per_expert = torch.bincount(expert, minlength=local_experts).to(torch.int64)
     recv_src = src * tokens + tok
