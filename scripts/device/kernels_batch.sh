@@ -171,6 +171,9 @@ while read -r ws kind slug file line_sizes; do
   if [ ! -f "$file" ]; then log "== skip ($line): no such file $file"; continue; fi
   name=$(basename "$file" .py)
   read -r -a hw <<< "$(hardware_args "$ws")"
+  if [ "$DEVICE" = cuda ] && [ ${#hw[@]} -eq 0 ]; then
+    log "   note: no committed profile for this GPU model at x$ws; the roofline uses the evaluator's default"
+  fi
   if [ "$MODE" = check ]; then timing=(--no-timing); else timing=(); fi
   left=$((BUDGET_S - ($(date +%s) - start)))
   if [ "$kind" = eval ]; then cost=$EVAL_COST; else cost=$((SIZE_COST * ${#sizes[@]})); fi
