@@ -116,7 +116,10 @@ class _State:
         self.bufs = peer_pointers(self.handle, device)
         self.pads = torch.tensor(list(self.handle.signal_pad_ptrs), dtype=torch.int64, device=device)
         sms = torch.cuda.get_device_properties(device).multi_processor_count
-        pad_bytes = getattr(symm_mem, "get_signal_pad_size", lambda: DEFAULT_SIGNAL_PAD_BYTES)()
+        # The pad holds one 4-byte flag per (block, peer); its size is the handle's where torch
+        # says it, else the process-wide setting, else the long-standing default of 2048 bytes.
+        pad_bytes = (getattr(self.handle, "signal_pad_size", None)
+                     or getattr(symm_mem, "get_signal_pad_size", lambda: DEFAULT_SIGNAL_PAD_BYTES)())
         work = nvec if nvec else max(nbytes, 1)
         self.grid = max(1, min(-(-work // THREADS), sms, pad_bytes // 4 // self.world))
         if not _kernels:
