@@ -90,14 +90,15 @@ def main(folder: Path) -> int:
             continue
         try:
             if path.name.startswith("eval-"):
-                evals.append(eval_row(path, report))
+                order = (report["setting"]["world_size"], report["problem"]["slug"], path.name)
+                evals.append((order, eval_row(path, report)))
             elif path.name.startswith("sweep-"):
                 sweeps.extend(sweep_rows(path, report))
         except (KeyError, TypeError) as err:
             bad.append(f"{path.name}: unexpected report ({err!r})")
     print(f"{'kernel':34} {'problem':30} ws {'size':8} {'speedup [95%]':28} {'roof':>6} {'refroof':>6}  "
           f"{'ref / cand ms':21} verdict")
-    print("\n".join(evals) if evals else "(no eval reports)")
+    print("\n".join(row for _, row in sorted(evals)) if evals else "(no eval reports)")
     print()
     print("\n".join(sweeps) if sweeps else "(no sweep reports)")
     for line in bad:
