@@ -1,0 +1,153 @@
+"""Write docs/kernels.md from the reports of scripts/device/kernels_batch.sh runs.
+
+    python3 scripts/device/kernels_doc.py REPORTS [REPORTS ...] [--out docs/kernels.md]
+
+REPORTS: a kernels-reports.tgz the batch left under $OUT, or a folder of its eval-*.json and
+sweep-*.json. Several may be given (an x2 and an x4 call, or calls with FROM=); for the same
+kernel, problem and world size the newest timed report wins (a MODE=check report only where
+there is no timed one). Every number on the page comes from
+a report, with the date it ran and the command that reruns it; this script invents none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+from kernels_table import kernel_name
+
+ROOT = Path(__file__).resolve().parents[2]
+LIBRARY_NOTE = "library code (PyTorch), a baseline row"
+
+
+def reports(sources: list[Path]) -> Iterator[tuple[Path, dict[str, Any]]]:
+    for source in sources:
+        if source.is_dir():
+            paths = sorted(source.rglob("*.json"))
+            for path in paths:
+                yield path, json.loads(path.read_text())
+        else:
+            with tempfile.TemporaryDirectory() as tmp, tarfile.open(source) as tar:
+                tar.extractall(tmp, filter="data")
+                for path in sorted(Path(tmp).rglob("*.json")):
+                    yield Path(path.name), json.loads(path.read_text())
+
+
+def solution_file(name: str) -> str:
+    """The committed file a report's kernel name comes from (variants name their base file)."""
+    for candidate in sorted((ROOT / "solutions").rglob("*.py")):
+        if candidate.stem == name or name.startswith(candidate.stem + "_"):
+            return str(candidate.relative_to(ROOT))
+    return f"{name}.py"
+
+
+def newest(found: dict, key: tuple, report: dict[str, Any]) -> None:
+    """Keep the newest report, a timed one over a correctness-only one (MODE=check)."""
+    def rank(rep: dict[str, Any]) -> tuple[bool, str]:
+        return (bool(rep.get("timing") or rep.get("points")), rep["started_at"])
+
+    if key not in found or rank(found[key]) < rank(report):
+        found[key] = report
+
+
+def fmt_interval(interval: dict[str, Any] | None) -> str:
+    if not interval or interval.get("low") is None:
+        return "no interval"
+    return f"[{interval['low']:.3f}, {interval['high']:.3f}]"
+
+
+def fmt_pct(value: float | None) -> str:
+    return f"{100 * value:.0f}%" if value is not None else "-"
+
+
+def eval_table(evals: dict) -> list[str]:
+    lines = ["| problem | kernel | ranks | speedup [95%] | roofline: kernel / NCCL | verdict | ran | profile | command |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for (slug, name, ws), rep in sorted(evals.items()):
+        timing = rep.get("timing") or {}
+        failure = rep.get("failure") or {}
+        verdict = rep["verdict"] + (f" ({failure['failure_class']})" if failure else "")
+        speed = f"{timing['speedup']:.3f} {fmt_interval(timing.get('interval'))}" if timing else "-"
+        roof = (f"{fmt_pct(timing['candidate'].get('roofline_fraction'))} / "
+                f"{fmt_pct(timing['reference'].get('roofline_fraction'))}") if timing else "-"
+        file = solution_file(name)
+        lib = " (library)" if file.startswith("solutions/library/") else ""
+        command = (f"`pkb eval --problem {slug} --solution {file} --world-size {ws} "
+                   f"--device {rep['setting']['device']} --size {rep['setting']['size']}`")
+        lines.append(f"| {slug} | {name}{lib} | {ws} | {speed} | {roof} | {verdict} | "
+                     f"{rep['started_at'][:16]} | {rep.get('hardware_profile')} | {command} |")
+    return lines
+
+
+def sweep_section(slug: str, name: str, ws: int, rep: dict[str, Any]) -> list[str]:
+    lines = [f"### {slug}: {name}, {ws} ranks",
+             "",
+             f"{rep['setting']['dtype']}, hardware profile {rep.get('hardware_profile')}, ran "
+             f"{rep['started_at'][:16]}, verdict {rep['verdict']}"
+             f"{'' if rep['complete'] else ' (not every size ran)'}. Command: `{rep.get('command')}`",
+             "",
+             "| message | NCCL busbw GB/s | kernel busbw GB/s | roofline busbw GB/s | speedup [95%] | kernel / roofline | verdict |",
+             "|---|---|---|---|---|---|---|"]
+    for point in rep["points"]:
+        size = point["message_bytes"]
+        label = f"{size / 2**20:g} MiB" if size >= 2**20 else f"{size / 1024:g} KiB"
+        timing = point.get("timing")
+        if point.get("skipped") or not timing:
+            why = point.get("skipped") or (point.get("failure") or {}).get("failure_class", "")
+            lines.append(f"| {label} | | | | | | {point['verdict']} {why} |")
+            continue
+
+        def gbps(key: str) -> str:
+            return f"{timing[key]:.1f}" if timing.get(key) is not None else "-"
+
+        lines.append(f"| {label} | {gbps('reference_busbw_gbps')} | {gbps('candidate_busbw_gbps')} | "
+                     f"{gbps('roofline_busbw_gbps')} | {timing['speedup']:.3f} "
+                     f"{fmt_interval(timing.get('interval'))} | "
+                     f"{fmt_pct(timing.get('candidate_roofline_fraction'))} | {point['verdict']} |")
+    return lines + [""]
+
+
+def page(evals: dict, sweeps: dict) -> str:
+    out = ["# Best known kernels (issue 23)",
+           "",
+           "Written by `scripts/device/kernels_doc.py` from the reports of `scripts/device/kernels_batch.sh`",
+           "(one device call: `pkb eval` at the default size, sandbox on, and `pkb sweep` over message",
+           "sizes, NCCL's own curve timed beside each kernel at every size). Files under `solutions/library/`",
+           f"are {LIBRARY_NOTE}. Roofline fractions are the problem's roofline time over the side's median",
+           "call; busbw follows nccl-tests ([sweeps.md](sweeps.md)).",
+           "",
+           "## At the default size",
+           ""]
+    out += eval_table(evals)
+    out += ["", "## Message-size sweeps", ""]
+    for (slug, name, ws), rep in sorted(sweeps.items()):
+        out += sweep_section(slug, name, ws, rep)
+    return "\n".join(out) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("reports", nargs="+", type=Path)
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "kernels.md")
+    args = parser.parse_args()
+    evals: dict = {}
+    sweeps: dict = {}
+    for path, rep in reports(args.reports):
+        slug = rep["problem"]["slug"]
+        name = kernel_name(path, slug)
+        ws = rep["setting"]["world_size"]
+        if path.name.startswith("eval-"):
+            newest(evals, (slug, name, ws), rep)
+        elif path.name.startswith("sweep-"):
+            newest(sweeps, (slug, name, ws), rep)
+    args.out.write_text(page(evals, sweeps))
+    print(f"wrote {args.out}: {len(evals)} evaluations, {len(sweeps)} sweeps")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
