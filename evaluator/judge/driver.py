@@ -133,7 +133,7 @@ class Judge:
             except OutputError as exc:
                 raise DrivenFailure("candidate", make_failure(
                     FailureClass.PROTOCOL_VIOLATION, f"rank {rank}, {what}: {exc}", rank=rank)) from None
-            torch.save(outputs, self.outputs_dir / f"task0_{label}_rank{rank}.pt")
+            torch.save([t.cpu() for t in outputs], self.outputs_dir / f"task0_{label}_rank{rank}.pt")
 
     def drop_outputs(self, label: str) -> None:
         for path in self.outputs_dir.glob(f"task0_{label}_rank*.pt"):

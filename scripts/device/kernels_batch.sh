@@ -16,6 +16,8 @@
 #             sandbox on, about half the time) and no sweeps: the quickest way to see that every
 #             kernel passes the judge before spending the budget on timings.
 #   WORLDS    world sizes to run (default "2 4"; a size above the host's GPU count is skipped).
+#   GPUS      the GPUs to use, comma-separated (default 0,1,...): GPUS=2,3 runs a second lane of
+#             2-GPU lines beside another on 0,1 (ONLY matches lines as "x2 eval all-reduce FILE").
 #   SIZES     sweep sizes (default "4K 64K 256K 4M 64M"); TRIALS (default 5, as pkb eval).
 #   DEVICE=cpu N=2 PYTHON=.venv/bin/python   a CPU dry run of the plumbing (gloo, size small,
 #             one sweep size unless SIZES says otherwise). The GPU kernels fail there by design
@@ -163,7 +165,8 @@ while read -r ws kind slug file line_sizes; do
   if [ "$MODE" = check ] && [ "$kind" = sweep ]; then continue; fi
   case " $WORLDS " in *" $ws "*) ;; *) continue ;; esac
   if [ "$ws" -gt "$N" ]; then log "== skip ($line): the host has $N devices"; continue; fi
-  if [ "$DEVICE" = cuda ]; then export CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((ws - 1))); fi
+  # GPUS (e.g. "2,3 ..." for a second lane on the same host): the first ws of them; default 0..ws-1.
+  if [ "$DEVICE" = cuda ]; then export CUDA_VISIBLE_DEVICES=$(echo "${GPUS:-$(seq -s, 0 $((ws - 1)))}" | cut -d, -f1-"$ws"); fi
   if [ "$DEVICE" = cpu ]; then line_sizes=""; fi  # a dry run stays tiny
   if [ -n "${line_sizes:-}" ]; then read -r -a sizes <<< "${line_sizes//,/ }"; else read -r -a sizes <<< "$SIZES"; fi
   if [ "$file" = reference ]; then file=$(reference_copy "$slug"); fi

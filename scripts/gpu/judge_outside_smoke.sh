@@ -35,7 +35,8 @@ path, name, rc, wall = sys.argv[1:]
 try:
     r = json.load(open(path))
 except (OSError, ValueError):
-    print(f"{name:55s} no report (exit {rc}, {wall} s)"); sys.exit()
+    log = open(path[:-5] + ".log", errors="replace").read()[-1500:] if path.endswith(".json") else ""
+    print(f"{name:55s} no report (exit {rc}, {wall} s); the log ends:\n{log}"); sys.exit()
 t = r.get("timing") or {}
 f = r.get("failure") or {}
 checks = t.get("checks") or {}
@@ -43,7 +44,9 @@ iv = t.get("interval") or {}
 stop = t.get("stop") or {}
 speed = (f"{t['speedup']:.3f} [{iv['low']:.3f}, {iv['high']:.3f}]" if t.get("speedup") and iv
          else str(t.get("speedup")))
+per_call = "/".join(f"{(t.get(side) or {}).get('median_ms', 0):.4f}" for side in ("candidate", "reference"))
 print(f"{name:50s} {r.get('verdict', '?'):5s} {f.get('failure_class', ''):18s} {speed:24s} {wall:>4s} s "
+      f"ms/call cand/ref {per_call} "
       f"stop {stop.get('reason')}/{stop.get('rounds')} blocks {t.get('block_calls')} "
       f"max/block {checks.get('calls_per_block_max')} quiet {checks.get('gpu_quiet')} "
       f"{(f.get('message') or '')[:300]}")
