@@ -12,6 +12,7 @@
 #   ONLY      an extended regex; only plan lines that match it run (e.g. ONLY='x4' or
 #             ONLY='sweep all-reduce'). A plan line reads "x2 eval all-reduce FILE".
 #   FROM      start at this plan line (1-based, counting every line of PLAN below; default 1).
+#   PKB_GIT_COMMIT  the commit to print in the header (the device's .git may be an older checkout).
 #   MODE      "timed" (default) or "check": every eval line with --no-timing (correctness only,
 #             sandbox on, about half the time) and no sweeps: the quickest way to see that every
 #             kernel passes the judge before spending the budget on timings.
@@ -118,7 +119,7 @@ fi
 log() { echo "$@" | tee -a "$LOG"; }
 
 {
-  echo "== $(date -u +%FT%TZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), device $DEVICE x$N"
+  echo "== $(date -u +%FT%TZ) commit ${PKB_GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}, device $DEVICE x$N"
   if [ "$DEVICE" = cuda ]; then nvidia-smi -L; nvidia-smi topo -m | head -6; fi
   "$PYTHON" -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version() if torch.cuda.is_available() else "-")'
   echo "mode $MODE; budget ${BUDGET_S} s; worlds $WORLDS; eval size $EVAL_SIZE; sweep sizes $SIZES; trials $TRIALS; only /$ONLY/"

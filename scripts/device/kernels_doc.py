@@ -111,7 +111,32 @@ def sweep_section(slug: str, name: str, ws: int, rep: dict[str, Any]) -> list[st
     return lines + [""]
 
 
-def page(evals: dict, sweeps: dict) -> str:
+def planned() -> list[tuple[int, str, str, str]]:
+    """(world size, kind, problem, file) of every line of kernels_batch.sh's plan."""
+    text = (ROOT / "scripts" / "device" / "kernels_batch.sh").read_text()
+    plan = text.split('PLAN="', 1)[1].split('"', 1)[0]
+    lines = []
+    for line in plan.splitlines():
+        fields = line.split()
+        if len(fields) >= 4 and fields[0].isdigit():
+            lines.append((int(fields[0]), fields[1], fields[2], fields[3]))
+    return lines
+
+
+def not_measured(evals: dict, sweeps: dict) -> list[str]:
+    """The plan's lines no report answers yet: what the next device call should run."""
+    done = {("eval", slug, solution_file(name), ws) for slug, name, ws in evals}
+    done |= {("sweep", slug, solution_file(name), ws) for slug, name, ws in sweeps}
+    missing = [f"- x{ws} {kind} {slug} `{file}`" for ws, kind, slug, file in planned()
+               if "@" not in file and file != "reference" and (kind, slug, file, ws) not in done]
+    if not missing:
+        return []
+    return ["## Not measured yet", "",
+            f"{len(missing)} lines of the batch's plan have no report here (the next device calls: "
+            "`FROM=` or `ONLY=` in scripts/device/kernels_batch.sh):", ""] + missing + [""]
+
+
+def page(evals: dict, sweeps: dict, sources: list[Path]) -> str:
     out = ["# Best known kernels (issue 23)",
            "",
            "Written by `scripts/device/kernels_doc.py` from the reports of `scripts/device/kernels_batch.sh`",
@@ -126,6 +151,12 @@ def page(evals: dict, sweeps: dict) -> str:
     out += ["", "## Message-size sweeps", ""]
     for (slug, name, ws), rep in sorted(sweeps.items()):
         out += sweep_section(slug, name, ws, rep)
+    if not sweeps:
+        out += ["None yet.", ""]
+    out += not_measured(evals, sweeps)
+    out += ["## Where the numbers come from", "",
+            "The reports are committed: " + ", ".join(f"`{source.relative_to(ROOT) if source.is_absolute() and ROOT in source.parents else source}`" for source in sources)
+            + " (with the batch's log beside each archive: host, GPUs, commands, exit codes).", ""]
     return "\n".join(out) + "\n"
 
 
@@ -144,7 +175,7 @@ def main() -> int:
             newest(evals, (slug, name, ws), rep)
         elif path.name.startswith("sweep-"):
             newest(sweeps, (slug, name, ws), rep)
-    args.out.write_text(page(evals, sweeps))
+    args.out.write_text(page(evals, sweeps, [path.resolve() for path in args.reports]))
     print(f"wrote {args.out}: {len(evals)} evaluations, {len(sweeps)} sweeps")
     return 0
 
