@@ -156,14 +156,37 @@ def page(evals: dict, sweeps: dict, sources: list[Path]) -> str:
     out += not_measured(evals, sweeps)
     out += ["## Where the numbers come from", "",
             "The reports are committed: " + ", ".join(f"`{source.relative_to(ROOT) if source.is_absolute() and ROOT in source.parents else source}`" for source in sources)
-            + " (with the batch's log beside each archive: host, GPUs, commands, exit codes).", ""]
+            + " (with the batch's log beside each archive: host, GPUs, commands, exit codes). Each passing "
+            "evaluation is also a seed of the leaderboard's `human` row, `make up` shows it: "
+            "`docs/results/<hardware profile>/` (`kernels_doc.py ... --results docs/results`).", ""]
     return "\n".join(out) + "\n"
+
+
+def write_seeds(evals: dict, root: Path) -> list[Path]:
+    """Each passing evaluation as a seed of the leaderboard's `human` row (docs/results/<hw>/,
+    portal/submissions/importing.py): the report as it came, and the committed file it ran."""
+    written = []
+    for (slug, name, ws), rep in sorted(evals.items()):
+        if rep["verdict"] != "pass" or not rep.get("timing"):
+            continue
+        file = solution_file(name)
+        library = file.startswith("solutions/library/")
+        folder = root / str(rep.get("hardware_profile") or f"x{ws}")
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{Path(file).parent.name}-{slug}-{name}.json"
+        path.write_text(json.dumps({
+            "model": "human", "provider": LIBRARY_NOTE if library else "PKB team (hand-written)",
+            "source_path": file, "reports": [rep]}, indent=1) + "\n")
+        written.append(path)
+    return written
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("reports", nargs="+", type=Path)
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "kernels.md")
+    parser.add_argument("--results", type=Path, default=None,
+                        help="also write each passing evaluation as a `human` seed here (docs/results)")
     args = parser.parse_args()
     evals: dict = {}
     sweeps: dict = {}
@@ -177,6 +200,9 @@ def main() -> int:
             newest(sweeps, (slug, name, ws), rep)
     args.out.write_text(page(evals, sweeps, [path.resolve() for path in args.reports]))
     print(f"wrote {args.out}: {len(evals)} evaluations, {len(sweeps)} sweeps")
+    if args.results is not None:
+        for path in write_seeds(evals, args.results):
+            print(f"seed: {path}")
     return 0
 
 
