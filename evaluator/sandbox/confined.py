@@ -57,6 +57,8 @@ class ConfinedBox:
         spec = {
             "parent_pid": os.getpid(), "device": self.device, "exposed": exposed_paths(),
             "rank_uid": RANK_ID_INSIDE if os.geteuid() == 0 else 0,
+            # Ranks run at the evaluator's own priority (a nice'd evaluator's ranks too), never above 0.
+            "rank_nice": max(0, os.getpriority(os.PRIO_PROCESS, 0)),
             "devices": device_nodes(self.device), "inbox": str(self.host_inbox),
             "inbox_inside": str(INBOX), "work": str(WORK), "home": str(HOME),
             "limits": {"tasks_per_rank": self.resources.tasks_per_rank, "open_files": self.resources.open_files,

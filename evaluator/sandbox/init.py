@@ -241,7 +241,7 @@ class SideInit:
         the ranks are then started by exec."""
         launches = self.spec["ranks"]
         zygote = Zygote(launches, work=self.spec["work"], limits=self.limits, device=self.spec["device"],
-                        rank_uid=self.spec["rank_uid"], keep=False)
+                        rank_uid=self.spec["rank_uid"], keep=False, nice=self.spec.get("rank_nice", 0))
         try:
             if not zygote.wait_started():
                 os.write(2, f"pkb sandbox: ranks started by exec: {zygote.declined}\n".encode())
@@ -269,7 +269,8 @@ class SideInit:
                 return subprocess.Popen(
                     launch["argv"], env=launch["env"], pass_fds=tuple(launch["pass_fds"]),
                     stdin=launch["stdin_fd"], stdout=log, stderr=log, cwd=self.spec["work"],
-                    preexec_fn=lambda: drop_privileges(self.limits, self.spec["device"], self.spec["rank_uid"]))
+                    preexec_fn=lambda: drop_privileges(self.limits, self.spec["device"], self.spec["rank_uid"],
+                                                       self.spec.get("rank_nice", 0)))
             except subprocess.SubprocessError:
                 if attempt == START_ATTEMPTS:
                     raise
@@ -377,19 +378,20 @@ def loopback_up() -> None:
         fcntl.ioctl(sock, siocsifflags, struct.pack("16sH14x", b"lo", flags | iff_up))
 
 
-def drop_privileges(limits: dict[str, int], device: str, rank_uid: int) -> None:
+def drop_privileges(limits: dict[str, int], device: str, rank_uid: int, nice: int = 0) -> None:
     """In a new rank, before exec: the ranks' uid (another host uid than the init's, where the
     evaluator could map two), a user namespace of its own (uid 1000 there, no capabilities over
     the init's namespaces), no new privileges, and its resource limits."""
     try:
-        _drop_privileges(limits, device, rank_uid)
+        _drop_privileges(limits, device, rank_uid, nice)
     except BaseException as exc:  # subprocess reports only "Exception occurred in preexec_fn"
         os.write(2, f"pkb sandbox: a rank's set-up before exec failed: {exc!r}\n".encode())
         raise
 
 
-def _drop_privileges(limits: dict[str, int], device: str, rank_uid: int) -> None:
-    os.setpriority(os.PRIO_PROCESS, 0, 0)  # the init may run at a higher priority; ranks do not
+def _drop_privileges(limits: dict[str, int], device: str, rank_uid: int, nice: int) -> None:
+    # The init may run at a higher priority; ranks run at the evaluator's (``nice``, at least 0).
+    os.setpriority(os.PRIO_PROCESS, 0, nice)
     if rank_uid != 0:
         os.setresgid(rank_uid, rank_uid, rank_uid)
         os.setresuid(rank_uid, rank_uid, rank_uid)

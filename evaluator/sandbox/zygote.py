@@ -18,7 +18,7 @@ thread held would stay held in the child forever): if an import started a thread
 the init starts the ranks by exec as before. Only CPU sides use it; CUDA must not be initialised
 before a fork, and GPU ranks have not been measured this way.
 
-Protocol: one JSON line on stdin (``{"ranks": [...], "limits", "device", "rank_uid", "work",
+Protocol: one JSON line on stdin (``{"ranks": [...], "limits", "device", "rank_uid", "work", "nice",
 "keep"}``); on stdout one JSON line per rank, ``{"rank", "pid"}`` once that rank has dropped its
 privileges (or ``{"rank", "error"}``), then ``{"done": true}``. Confined, it then exits, and its
 ranks, orphaned, are the init's to reap (it is PID 1 of their namespace). Unconfined (``keep``:
@@ -54,14 +54,15 @@ class Zygote:
     started none (the caller then starts them by exec); with ``keep``, ``exits`` as they come."""
 
     def __init__(self, launches: list[dict[str, Any]], *, work: str, limits: dict[str, int], device: str,
-                 rank_uid: int, keep: bool) -> None:
+                 rank_uid: int, keep: bool, nice: int = 0) -> None:
         fds = sorted({fd for launch in launches for fd in (*launch["pass_fds"], launch["log_fd"], launch["stdin_fd"])})
         self.process = subprocess.Popen(
             [sys.executable, "-I", "-c", ENTRY], env=launches[0]["env"], pass_fds=tuple(fds),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=work)
         assert self.process.stdin is not None and self.process.stdout is not None
         self.process.stdin.write(json.dumps({"ranks": launches, "limits": limits, "device": device,
-                                             "rank_uid": rank_uid, "work": work, "keep": keep}).encode() + b"\n")
+                                             "rank_uid": rank_uid, "work": work, "keep": keep,
+                                             "nice": nice}).encode() + b"\n")
         self.process.stdin.close()
         self.out = self.process.stdout.fileno()
         self.buffer = b""
@@ -193,7 +194,7 @@ def _become_rank(launch: dict[str, Any], spec: dict[str, Any], ready_w: int) -> 
         if spec.get("keep"):
             os.setsid()  # unconfined: a session of its own, so that a kill takes what it started
         else:
-            drop_privileges(spec["limits"], spec["device"], spec["rank_uid"])
+            drop_privileges(spec["limits"], spec["device"], spec["rank_uid"], spec.get("nice", 0))
         # Fresh standard streams on the new descriptors: nothing buffered in ours may leak into
         # the rank's, nor the rank's read-ahead of stdin (its token) stay behind in ours.
         sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)))

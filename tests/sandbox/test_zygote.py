@@ -45,6 +45,7 @@ print(json.dumps({
     "cwd": os.getcwd(),
     "omp": os.environ.get("OMP_NUM_THREADS"),
     "session_leader": os.getsid(0) == os.getpid(),
+    "nice": os.getpriority(os.PRIO_PROCESS, 0),
 }), flush=True)
 sys.exit(3)
 """
@@ -120,3 +121,19 @@ def test_a_launch_that_is_not_python_dash_c_is_started_by_exec(confined):
     seen = run_side(lambda rank, fd: [sys.executable, "-c", PROBE, f"rank{rank}", str(fd)], confined, ranks=1)
     assert not seen[0]["torch_preloaded"]
     assert seen[0]["token"] == "token-0" and seen[0]["code"] == 3
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="lowering the priority back needs root")
+@pytest.mark.parametrize("forked", [True, False], ids=["zygote", "exec"])
+@pytest.mark.confined
+def test_confined_ranks_run_at_the_evaluators_priority_not_above_it(forked):
+    """The init runs at a higher priority (to keep up with what it must stop); the ranks take the
+    evaluator's own, so a nice'd evaluation stays nice'd."""
+    python = [sys.executable, "-I", "-c"] if forked else [sys.executable, "-c"]
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    os.setpriority(os.PRIO_PROCESS, 0, before + 7)
+    try:
+        seen = run_side(lambda rank, fd: [*python, PROBE, f"rank{rank}", str(fd)], True, ranks=1)
+    finally:
+        os.setpriority(os.PRIO_PROCESS, 0, before)
+    assert seen[0]["nice"] == max(0, before + 7)
