@@ -28,7 +28,7 @@ def _init(tmp_path: Path) -> init.SideInit:
 def test_a_start_that_fails_before_exec_is_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     marker = tmp_path / "failed-once"
 
-    def flaky(limits, device, rank_uid):  # runs in the forked child, hence the file
+    def flaky(limits, device, rank_uid, nice=0):  # runs in the forked child, hence the file
         if not marker.exists():
             marker.touch()
             raise OSError(28, "No space left on device")
@@ -46,7 +46,7 @@ def test_a_start_that_keeps_failing_gives_up_and_logs_the_step(tmp_path: Path,
     tries = tmp_path / "tries"
     tries.mkdir()
 
-    def refused(limits, device, rank_uid):  # under the real drop_privileges, which logs it
+    def refused(limits, device, rank_uid, nice=0):  # under the real drop_privileges, which logs it
         (tries / str(len(list(tries.iterdir())))).touch()
         raise PermissionError(1, "setresuid")
 
