@@ -16,6 +16,8 @@ from typing import Optional
 
 import torch
 
+from .exported import Exported
+
 _POSIX_FD = 1  # CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
 _PINNED = 1  # CU_MEM_ALLOCATION_TYPE_PINNED
 _ON_DEVICE = 1  # CU_MEM_LOCATION_TYPE_DEVICE
@@ -76,7 +78,7 @@ class _ArrayInterface:
                                          "version": 3}
 
 
-class DeviceMemory:
+class DeviceMemory(Exported):
     def __init__(self, device: int, handle: ctypes.c_uint64, size: int, fd: int) -> None:
         self.device = device
         self.size = size
@@ -121,17 +123,6 @@ class DeviceMemory:
         _check(_cu().cuMemSetAccess(ptr, ctypes.c_size_t(self.size), ctypes.byref(access), ctypes.c_size_t(1)),
                "cuMemSetAccess")
         return ptr.value
-
-    def fd(self) -> int:
-        return self._fd
-
-    def close_fd(self) -> None:
-        if self._fd >= 0:
-            try:
-                os.close(self._fd)
-            except OSError:
-                pass
-            self._fd = -1
 
     @property
     def torch_device(self) -> torch.device:

@@ -7,8 +7,10 @@ import os
 
 import torch
 
+from .exported import Exported
 
-class HostMemory:
+
+class HostMemory(Exported):
     def __init__(self, fd: int, mapped: mmap.mmap, size: int) -> None:
         self._fd = fd
         self.mapped = mapped
@@ -27,17 +29,6 @@ class HostMemory:
         mapped = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         os.close(fd)
         return cls(-1, mapped, size)
-
-    def fd(self) -> int:
-        return self._fd
-
-    def close_fd(self) -> None:
-        if self._fd >= 0:
-            try:
-                os.close(self._fd)
-            except OSError:
-                pass
-            self._fd = -1
 
     @property
     def torch_device(self) -> torch.device:
