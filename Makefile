@@ -63,7 +63,8 @@ test: install
 # the sandbox's attack suite, and the attacks on the judge (docs/judge.md), sandbox on and off.
 test-long: install
 	$(PY) -m pytest -m long
-	$(PY) -m pytest -q --sandbox=off -m long tests/evaluator/test_judge_outside.py
+	$(PY) -m pytest -q --sandbox=off -m long tests/evaluator \
+		$(foreach f,$(CONFINEMENT_BLIND),--ignore=tests/evaluator/$(f).py)
 
 test-fast: install
 	$(PY) -m pytest -m "not slow and not browser and not services and not long"
