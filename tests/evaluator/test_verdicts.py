@@ -6,6 +6,8 @@ import os
 
 import pytest
 
+from .conftest import HUNG_FROM_THE_START
+
 pytestmark = pytest.mark.slow
 # Unconfined, only make test-long runs these: their verdict comes from inside a rank (an exception,
 # a check of the arguments, a message on the status pipe) or from the parent before any rank
@@ -54,13 +56,13 @@ def test_it_names_the_rank_trial_and_error_of_a_wrong_value(run_eval):
 
 
 def test_it_kills_a_deadlock_and_shows_each_ranks_stack(run_eval):
-    report, seconds = run_eval("deadlock")
+    report, seconds = run_eval("deadlock", limits=HUNG_FROM_THE_START)
     failure = report["failure"]
     assert failure["failure_class"] == "deadlock"
-    assert failure["message"].startswith("ranks 0, 1 made no progress for 8 s in trial 0")
+    assert failure["message"].startswith("ranks 0, 1 made no progress for 3 s in trial 0")
     assert "cpu_deadlock.py" in failure["stacks"]["1"]  # rank 1 waits inside the candidate's all_reduce
     assert "cpu_deadlock.py" in failure["stacks"]["0"]  # rank 0 waits for a recv nobody sends
-    assert seconds < 8 + 60  # the step limit, plus start-up and kill
+    assert seconds < 3 + 60  # the step limit, plus start-up and kill
 
 
 def test_it_reports_a_crash_not_the_peers_connection_errors(run_eval):
@@ -166,11 +168,11 @@ def test_it_catches_a_solution_that_stops_working_once_timing_starts(run_eval):
 
 @VERDICT_FROM_INSIDE_A_RANK
 def test_forged_messages_on_the_status_pipe_do_not_end_a_deadlock(run_eval):
-    report, seconds = run_eval("floods_channel")
+    report, seconds = run_eval("floods_channel", limits=HUNG_FROM_THE_START)
     failure = report["failure"]
     assert failure["failure_class"] == "deadlock", failure
     assert "in trial 0" in failure["message"]
-    assert seconds < 8 + 60
+    assert seconds < 3 + 60
 
 
 def test_a_hang_in_a_timed_block_is_a_deadlock_by_the_parents_deadline(run_eval):
