@@ -128,7 +128,10 @@ def test_a_rank_memory_limit_fits_the_host():
 def test_the_evaluator_keeps_working_after_failures(run_eval):
     for solution in ("crash", "raises"):
         assert run_eval(solution)[0]["verdict"] == "fail"
-    report, _ = run_eval("correct", world_size=4, trials=2)
+    # Correctness alone: what is asked is that the next evaluation starts and passes, at another
+    # world size. Timing four ranks a side showed nothing test_it_passes_a_correct_solution_with_timing
+    # does not, and cost 2-6 s of a 14-21 s evaluation on the loaded 2-core host (docs/tests.md).
+    report, _ = run_eval("correct", world_size=4, trials=2, timing=False)
     assert report["verdict"] == "pass", report["failure"]
     assert len(report["trials"][0]["ranks"]) == 4
 
