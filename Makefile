@@ -42,7 +42,9 @@ prod: install var/secret_key
 # files that judge values in this process or in an mp.spawn group no sandbox touches, argument
 # parsing, one that runs both modes itself (test_confinement), and judging of values whose
 # verdict no launch path changes. tests/worker, which it used to run too, runs a stand-in for
-# `pkb eval` and never reaches the switch. A new file in tests/evaluator runs both ways.
+# `pkb eval` and never reaches the switch. A new file in tests/evaluator runs both ways. Within the
+# files it runs, tests marked unconfined_in_long count as long with the sandbox off (their verdict
+# comes from inside a rank, or before ranks start): make test-long runs them unconfined.
 CONFINEMENT_BLIND = test_accuracy test_compare test_stats test_cli test_cli_probe \
 	test_paired_timing test_confinement test_exact_judging test_decision_band \
 	test_lossy_candidates test_sweep test_judge_buffers
@@ -60,10 +62,12 @@ test: install
 
 # The long scenarios: a worker killed mid-evaluation, services that crash and come back, runs
 # from creation to scores through a live server, the PKB import end to end, every PKB adapter,
-# the sandbox's attack suite, and the attacks on the judge (docs/judge.md), sandbox on and off.
+# the sandbox's attack suite, the docs' CPU evaluations run as written, and the attacks on the
+# judge (docs/judge.md), sandbox on and off; then, sandbox off, what make test runs only confined.
 test-long: install
 	$(PY) -m pytest -m long
-	$(PY) -m pytest -q --sandbox=off -m long tests/evaluator/test_judge_outside.py
+	$(PY) -m pytest -q --sandbox=off -m long tests/evaluator \
+		$(foreach f,$(CONFINEMENT_BLIND),--ignore=tests/evaluator/$(f).py)
 
 test-fast: install
 	$(PY) -m pytest -m "not slow and not browser and not services and not long"

@@ -1,6 +1,8 @@
 """Suite-wide switches. ``pytest --sandbox=off`` runs every evaluation unconfined: the judge must be
 sound where a host cannot confine (``make test`` runs the evaluator's tests both ways). Tests that
-are about the confinement itself carry the ``confined`` marker and are skipped then."""
+are about the confinement itself carry the ``confined`` marker and are skipped then. Tests marked
+``unconfined_in_long`` run unconfined only in ``make test-long``: with the sandbox off they count
+as ``long`` (docs/tests.md says which and why)."""
 
 from __future__ import annotations
 
@@ -16,12 +18,21 @@ def pytest_addoption(parser: Any) -> None:
                      help="run evaluations confined (on, the default) or unconfined (off)")
 
 
+def pytest_configure(config: Any) -> None:
+    # Here rather than in pyproject.toml's list: a change there would rebuild every .venv (Makefile).
+    config.addinivalue_line("markers", "unconfined_in_long: with --sandbox=off it counts as long (make "
+                            "test-long): its outcome does not hang on how ranks start, die or hand back outputs")
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects: the `long` added here must count
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
     if config.getoption("--sandbox") == "off":
         skip = pytest.mark.skip(reason="about the sandbox itself; this run has it off (--sandbox=off)")
         for item in items:
             if "confined" in item.keywords:
                 item.add_marker(skip)
+            if item.get_closest_marker("unconfined_in_long") is not None:
+                item.add_marker(pytest.mark.long)
     if os.environ.get("PYTEST_XDIST_WORKER"):
         items.sort(key=start_order)
 

@@ -1,8 +1,9 @@
 """The commands in README.md and docs/*.md run as written after the README's set-up.
 
-Every command in a code block is found and classified (CLASSES): the cheap ones run here; the
-ones that need a GPU host, a running portal or services, or minutes are checked without running
-them: the program exists, its subcommand and every option it uses are in its ``--help``, and
+Every command in a code block is found and classified (CLASSES): the cheap ones run here, the
+CPU evaluations and sweeps in `make test-long`; the ones that need a GPU host, a running portal
+or services, or minutes are checked without running them (and so are the CPU evaluations in
+`make test`): the program exists, its subcommand and every option it uses are in its ``--help``, and
 the files it names are in the repository. A command nobody classified fails the test, so a
 new one in the docs gets the same look. docs/timing.md and docs/judge.md are checked too.
 """
@@ -26,8 +27,9 @@ INLINE_PYTHON = re.compile(r"`((?:\.venv/bin/)?python3? +(?:-m |scripts/|manage\
 GPU_HOST = re.compile(r"--device cuda|scripts/gpu/|scripts/sandbox/gpu_|scripts/device/")
 
 # How each command is checked, by the start of its text (after VAR=value assignments). "run":
-# runs here within the time limit; "slow": runs here, in minutes (marked slow); the others
-# are checked for existence and options only.
+# runs here within the time limit; "slow": a whole CPU evaluation or sweep, a minute or more each
+# on a 2-core host: make test checks its options and files, make test-long runs it as written
+# (marked long); the others are checked for existence and options only.
 CLASSES: list[tuple[str, str]] = [
     (".venv/bin/pkb problems", "run"),
     (".venv/bin/pkb eval", "slow"),
@@ -165,7 +167,20 @@ def test_cheap_commands_run_as_written(name: str, command: str) -> None:
     _run(command, 120)
 
 
+SLOW = [c for c in ALL if kind(c[1]) == "slow"]
+
+
+@pytest.mark.parametrize("name,command", SLOW, ids=lambda v: str(v)[:60])
+def test_cpu_evaluations_in_the_docs_name_real_options_and_files(name: str, command: str) -> None:
+    """make test's look at the commands the test below runs in make test-long."""
+    _checked_without_running(command)
+
+
+# Each is a whole `pkb eval` or `pkb sweep` process (the docs' sweeps took 60 and 97 s of a loaded
+# 2-core host): the long scenarios. make test runs the same code on the same candidate in process
+# (tests/evaluator/test_cli.py, test_sweep.py's command-line sweep) and checks these lines above.
 @pytest.mark.slow
-@pytest.mark.parametrize("name,command", [c for c in ALL if kind(c[1]) == "slow"], ids=lambda v: str(v)[:60])
+@pytest.mark.long
+@pytest.mark.parametrize("name,command", SLOW, ids=lambda v: str(v)[:60])
 def test_cpu_evaluations_in_the_docs_run_as_written(name: str, command: str) -> None:
     _run(command, 600)

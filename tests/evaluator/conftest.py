@@ -13,6 +13,9 @@ from evaluator.config import EvalConfig, Limits
 SOLUTIONS = Path(__file__).resolve().parents[2] / "solutions" / "broken"
 # Short limits keep the deadlock tests quick; real evaluations use the defaults.
 TEST_LIMITS = Limits(startup_s=120.0, step_s=8.0, total_s=240.0)
+# For a candidate that never finishes its first trial: no call it makes has to fit the step limit,
+# so a shorter one changes no verdict, only how long the test waits for it.
+HUNG_FROM_THE_START = Limits(startup_s=120.0, step_s=3.0, total_s=240.0)
 # Attacks on the judge, each written as a hostile submitter would (test_judge_*.py).
 HOSTILE = Path(__file__).resolve().parent / "hostile"
 
@@ -31,7 +34,7 @@ def run_eval() -> Callable[..., tuple[dict[str, Any], float]]:
         config = EvalConfig(problem=overrides.pop("problem", "all-reduce"),
                             solution_path=SOLUTIONS / f"cpu_{solution}.py", world_size=world_size,
                             device="cpu", size="small", trials=overrides.pop("trials", 5), seed=1,
-                            limits=TEST_LIMITS, **overrides)
+                            limits=overrides.pop("limits", TEST_LIMITS), **overrides)
         started = time.monotonic()
         report = evaluate(config)
         return dict(report), time.monotonic() - started

@@ -55,6 +55,11 @@ def test_a_build_past_the_build_limit_is_a_compile_error_naming_the_building_ran
 
 
 @pytest.mark.slow
+# Unconfined, only make test-long runs it: the compile and its error report happen inside the rank
+# with the same environment in both modes, and what the plain box does to a build (held to the
+# build limit, killed) is the four tests above, which make test runs unconfined too. The compile
+# is the costliest single step of the unconfined pass (g++ on torch's headers).
+@pytest.mark.unconfined_in_long
 def test_a_torch_extension_that_fails_to_build_is_a_compile_error_with_the_compiler_output():
     # load_inline as PKB's files call it, from inside the first call; g++ parses torch's headers
     # before it reaches the error, which takes tens of seconds on a small host.

@@ -1,15 +1,24 @@
 """Holes in the judge itself, closed whether or not the host can confine (these run with the
-sandbox on and, in `make test`, off): each attack is written as a submitter would write it."""
+sandbox on and, in `make test`, off): each attack is written as a submitter would write it.
+
+Unconfined, a candidate reaches more of the host: the files around its work folder, what its
+process was started with, its peers' job. The attacks that go there run unconfined in `make test`.
+Those that work only inside the candidate's own process (its memory, its frames, its module
+attributes) against what the parent alone decides (seeds, deadlines, its clock, the channel's
+protocol) meet the same judge either way: they run unconfined in `make test-long`
+(``unconfined_in_long``), confined in both."""
 
 from __future__ import annotations
 
-
+import pytest
 
 from .conftest import run_hostile
 
 run = run_hostile
+WITHIN_ITS_OWN_PROCESS = pytest.mark.unconfined_in_long
 
 
+@WITHIN_ITS_OWN_PROCESS
 def test_a_cache_keyed_on_input_values_never_answers_a_checked_timed_call():
     report = run("value_keyed_cache")
     assert report["verdict"] == "pass", report["failure"]
@@ -30,6 +39,7 @@ def test_the_channel_token_is_nowhere_in_the_environment():
     assert report["verdict"] == "pass", report["failure"]
 
 
+@WITHIN_ITS_OWN_PROCESS
 def test_a_deadline_ends_a_slow_candidate_with_a_diagnosis_inside_it():
     import time
 
@@ -47,6 +57,7 @@ def test_a_deadline_ends_a_slow_candidate_with_a_diagnosis_inside_it():
     assert seconds < 30
 
 
+@WITHIN_ITS_OWN_PROCESS
 def test_the_harness_frames_cannot_shorten_or_stop_the_timed_phase():
     from evaluator.config import TimingConfig
 
@@ -60,6 +71,7 @@ def test_the_harness_frames_cannot_shorten_or_stop_the_timed_phase():
     assert timing["candidate"]["iterations"] >= quick.min_rounds * quick.min_block_calls
 
 
+@WITHIN_ITS_OWN_PROCESS
 def test_a_forged_answer_to_a_timed_block_is_a_protocol_violation():
     report = run("forges_timed_block")
     assert report["verdict"] == "fail"
@@ -79,6 +91,7 @@ def test_the_seeds_in_the_job_do_not_rebuild_a_peers_inputs():
     assert report["failure"]["trial"] == 0
 
 
+@WITHIN_ITS_OWN_PROCESS
 def test_a_rebound_harness_clock_does_not_change_a_cpu_speedup():
     # The candidate makes the rank's clock run 20x slow: its calls report a twentieth of their
     # time. On CPU the ratios come from the parent's wall clock, which candidate code cannot reach.

@@ -3,7 +3,9 @@ schema, the table and the command line. CPU and gloo, a handful of small sizes."
 
 from __future__ import annotations
 
+import io
 import json
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
@@ -149,8 +151,23 @@ def _config(solution: str, **overrides: Any) -> EvalConfig:
 
 
 @pytest.fixture(scope="module")
-def wrong_at_16k() -> dict[str, Any]:
-    return run_sweep(_config("wrong_at_one_size"), targets=[4096, 16384, 65536])
+def wrong_at_16k_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """`pkb sweep` (its main, in this process) of a candidate wrong at 16 KiB only, over 4, 16 and
+    64 KiB: the tests of the points, the report, the table and the command line read this one
+    sweep (each size is a whole evaluation: a second sweep for the command line cost a minute)."""
+    out = tmp_path_factory.mktemp("sweep") / "sweep.json"
+    printed, said = io.StringIO(), io.StringIO()
+    with redirect_stdout(printed), redirect_stderr(said):
+        code = main(["sweep", "--problem", "all-reduce", "--solution", str(SOLUTIONS / "cpu_wrong_at_one_size.py"),
+                     "--world-size", "2", "--sizes", "4K", "16K", "64K", "--trials", "2", "--seed", "7",
+                     "--startup-timeout", str(TEST_LIMITS.startup_s), "--step-timeout", str(TEST_LIMITS.step_s),
+                     "--out", str(out)])
+    return {"code": code, "sweep": json.loads(out.read_text()), "out": printed.getvalue(), "err": said.getvalue()}
+
+
+@pytest.fixture(scope="module")
+def wrong_at_16k(wrong_at_16k_run: dict[str, Any]) -> dict[str, Any]:
+    return wrong_at_16k_run["sweep"]
 
 
 # The tests that read it share a worker under pytest -n (make test): the sweep runs once.
@@ -217,17 +234,17 @@ def test_sizes_that_cannot_start_before_the_deadline_are_skipped():
 
 # -- the command line --------------------------------------------------------------------------
 @pytest.mark.slow
-def test_pkb_sweep_writes_the_report_and_prints_the_table(tmp_path, capsys):
-    out = tmp_path / "sweep.json"
-    assert main(["sweep", "--problem", "all-reduce", "--solution", str(SOLUTIONS / "cpu_correct.py"),
-                 "--world-size", "2", "--sizes", "4K", "16K", "--trials", "1", "--seed", "3",
-                 "--out", str(out)]) == 0
-    sweep = json.loads(out.read_text())
+@READS_WRONG_AT_16K
+def test_pkb_sweep_writes_the_report_and_prints_the_table(wrong_at_16k_run):
+    # A sweep that ran to its end exits 0 whatever its verdict: the report says the verdict.
+    assert wrong_at_16k_run["code"] == 0
+    sweep = wrong_at_16k_run["sweep"]
     jsonschema.validate(sweep, SWEEP_SCHEMA)
-    assert sweep["verdict"] == "pass" and [p["target_bytes"] for p in sweep["points"]] == [4096, 16384]
-    printed = capsys.readouterr()
-    assert "verdict: PASS (2 of 2 sizes passed)" in printed.out
-    assert "size 2 of 2 (sweep:16384): pass" in printed.err
+    assert sweep["verdict"] == "fail" and [p["target_bytes"] for p in sweep["points"]] == [4096, 16384, 65536]
+    assert "verdict: FAIL (2 of 3 sizes passed)" in wrong_at_16k_run["out"]
+    assert "pkb sweep: 3 sizes of all-reduce, one evaluation each" in wrong_at_16k_run["err"]
+    assert "size 2 of 3 (sweep:16384): fail" in wrong_at_16k_run["err"]
+    assert "size 3 of 3 (sweep:65536): pass" in wrong_at_16k_run["err"]
 
 
 @pytest.mark.parametrize("argv, words", [

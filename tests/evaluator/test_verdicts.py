@@ -6,7 +6,15 @@ import os
 
 import pytest
 
+from .conftest import HUNG_FROM_THE_START
+
 pytestmark = pytest.mark.slow
+# Unconfined, only make test-long runs these: their verdict comes from inside a rank (an exception,
+# a check of the arguments, a message on the status pipe) or from the parent before any rank
+# starts, so how the plain box starts ranks, sees them die or hands back outputs cannot change
+# it. make test runs them unconfined what does hang on the box: a pass timed with sides frozen
+# and thawed, outputs re-hashed, a deadlock and a hang killed with stacks, crashes (docs/tests.md).
+VERDICT_FROM_INSIDE_A_RANK = pytest.mark.unconfined_in_long
 
 
 def test_it_passes_a_correct_solution_with_timing(run_eval):
@@ -48,13 +56,13 @@ def test_it_names_the_rank_trial_and_error_of_a_wrong_value(run_eval):
 
 
 def test_it_kills_a_deadlock_and_shows_each_ranks_stack(run_eval):
-    report, seconds = run_eval("deadlock")
+    report, seconds = run_eval("deadlock", limits=HUNG_FROM_THE_START)
     failure = report["failure"]
     assert failure["failure_class"] == "deadlock"
-    assert failure["message"].startswith("ranks 0, 1 made no progress for 8 s in trial 0")
+    assert failure["message"].startswith("ranks 0, 1 made no progress for 3 s in trial 0")
     assert "cpu_deadlock.py" in failure["stacks"]["1"]  # rank 1 waits inside the candidate's all_reduce
     assert "cpu_deadlock.py" in failure["stacks"]["0"]  # rank 0 waits for a recv nobody sends
-    assert seconds < 8 + 60  # the step limit, plus start-up and kill
+    assert seconds < 3 + 60  # the step limit, plus start-up and kill
 
 
 def test_it_reports_a_crash_not_the_peers_connection_errors(run_eval):
@@ -66,6 +74,7 @@ def test_it_reports_a_crash_not_the_peers_connection_errors(run_eval):
     assert seconds < 60
 
 
+@VERDICT_FROM_INSIDE_A_RANK
 def test_it_rejects_a_wrong_signature_before_running(run_eval):
     report, seconds = run_eval("wrong_signature")
     failure = report["failure"]
@@ -75,6 +84,7 @@ def test_it_rejects_a_wrong_signature_before_running(run_eval):
     assert seconds < 60
 
 
+@VERDICT_FROM_INSIDE_A_RANK
 def test_it_reports_a_syntax_error_without_starting_ranks(run_eval):
     report, seconds = run_eval("syntax_error")
     failure = report["failure"]
@@ -84,6 +94,7 @@ def test_it_reports_a_syntax_error_without_starting_ranks(run_eval):
     assert seconds < 5
 
 
+@VERDICT_FROM_INSIDE_A_RANK
 @pytest.mark.parametrize("solution, failure_class, words", [
     ("mutates_input", "input_mutation", "input `x` was modified"),
     ("raises", "runtime_error", "rank 1 cannot handle this shape"),
@@ -117,11 +128,15 @@ def test_a_rank_memory_limit_fits_the_host():
 def test_the_evaluator_keeps_working_after_failures(run_eval):
     for solution in ("crash", "raises"):
         assert run_eval(solution)[0]["verdict"] == "fail"
-    report, _ = run_eval("correct", world_size=4, trials=2)
+    # Correctness alone: what is asked is that the next evaluation starts and passes, at another
+    # world size. Timing four ranks a side showed nothing test_it_passes_a_correct_solution_with_timing
+    # does not, and cost 2-6 s of a 14-21 s evaluation on the loaded 2-core host (docs/tests.md).
+    report, _ = run_eval("correct", world_size=4, trials=2, timing=False)
     assert report["verdict"] == "pass", report["failure"]
     assert len(report["trials"][0]["ranks"]) == 4
 
 
+@VERDICT_FROM_INSIDE_A_RANK
 def test_it_reports_progress_in_order_for_both_sides(tmp_path):
     from evaluator.api import evaluate
     from evaluator.config import EvalConfig
@@ -154,12 +169,13 @@ def test_it_catches_a_solution_that_stops_working_once_timing_starts(run_eval):
     assert not all(t["passed"] for t in report["trials"][5:])
 
 
+@VERDICT_FROM_INSIDE_A_RANK
 def test_forged_messages_on_the_status_pipe_do_not_end_a_deadlock(run_eval):
-    report, seconds = run_eval("floods_channel")
+    report, seconds = run_eval("floods_channel", limits=HUNG_FROM_THE_START)
     failure = report["failure"]
     assert failure["failure_class"] == "deadlock", failure
     assert "in trial 0" in failure["message"]
-    assert seconds < 8 + 60
+    assert seconds < 3 + 60
 
 
 def test_a_hang_in_a_timed_block_is_a_deadlock_by_the_parents_deadline(run_eval):
