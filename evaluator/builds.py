@@ -106,6 +106,13 @@ def _as_build(original: Callable[..., Any], api: str) -> Callable[..., Any]:
                     raise
                 from .cuda.errors import CompileError
 
+                if isinstance(error, ImportError) and "cannot open shared object file" in str(error):
+                    # This rank waited on torch's build lock while another built the same
+                    # extension, which failed: that rank reports the compiler's output; this one
+                    # says what it saw, with no output of its own (the side's diagnosis prefers
+                    # the build failure that has the compiler's output).
+                    raise CompileError(f"torch extension {name!s:.80} failed to build ({api}) in another "
+                                       f"rank, which holds the compiler's output: {error}") from None
                 # torch puts the compiler's output in the message of the error it raises.
                 raise CompileError(f"torch extension {name!s:.80} failed to build ({api})",
                                    str(error)) from None
