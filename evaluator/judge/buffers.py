@@ -74,7 +74,7 @@ class RankBuffers:
                 nbytes = data.numel() * data.element_size()
                 entries.append([name, dtype_name(data.dtype), list(data.shape), offset, nbytes])
                 if nbytes:
-                    self._view(self.input, offset, nbytes).copy_(data.reshape(-1).view(torch.uint8))
+                    self.input.view(offset, nbytes).copy_(data.reshape(-1).view(torch.uint8))
                 tensors[name] = (data, offset, nbytes)
                 offset = aligned(offset + nbytes)
             else:
@@ -89,7 +89,7 @@ class RankBuffers:
         for name, (data, offset, nbytes) in written.tensors.items():
             if name in may_overwrite or not nbytes:
                 continue
-            if not torch.equal(self._view(self.input, offset, nbytes), data.reshape(-1).view(torch.uint8)):
+            if not torch.equal(self.input.view(offset, nbytes), data.reshape(-1).view(torch.uint8)):
                 changed.append(name)
         return changed
 
@@ -97,7 +97,7 @@ class RankBuffers:
         """Our own copy of what the rank left in slot ``call``; every field is checked against the
         slot's bounds before a byte of data is read."""
         base = self.slot(call)
-        raw = self._view(self.output, base, HEADER_BYTES).cpu().numpy().tobytes()
+        raw = self.output.view(base, HEADER_BYTES).cpu().numpy().tobytes()
         length = header_length(raw)
         if not 0 < length <= HEADER_BYTES - 4:
             raise OutputError("no outputs were written for this call")
@@ -133,12 +133,8 @@ class RankBuffers:
                               "this problem's outputs can take, or overlap")
         if nbytes == 0:
             return torch.empty(shape, dtype=dtype)
-        copy = self._view(self.output, base + offset, nbytes).clone()
+        copy = self.output.view(base + offset, nbytes).clone()
         return copy.view(dtype).view(shape)
-
-    @staticmethod
-    def _view(memory: SharedMemory, offset: int, nbytes: int) -> torch.Tensor:
-        return memory.view(offset, nbytes)
 
     def close(self) -> None:
         self.close_fds()
