@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -23,6 +24,7 @@ from .config import CODE_ROOT
 from .progress import Progress
 
 OUTPUT_TAIL = 20_000
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -70,13 +72,18 @@ def evaluator_env() -> dict[str, str]:
 
 
 def _pump(stream: Any, sink: list[str], tracker: progress.Tracker,
-          on_progress: Callable[[Progress], None]) -> None:
+          on_progress: Callable[[Progress], None], job_id: str = "", started: float = 0.0) -> None:
     for raw in iter(stream.readline, b""):
         line = raw.decode(errors="replace")
         event = parse_line(line)
         if event is None:
             sink.append(line)  # progress lines stay out of the tail a failure shows
-        elif (step := tracker.feed(event)) is not None:
+            continue
+        # Each step with its time since the job started: where a job's seconds go, in the
+        # worker's own log (start-up, builds, trials, timing), without asking the evaluator.
+        log.info("job %s +%.1f s: %s %s %s", job_id, time.monotonic() - started, event["side"],
+                 event.get("event"), event.get("step") or "")
+        if (step := tracker.feed(event)) is not None:
             on_progress(step)
 
 
@@ -105,8 +112,8 @@ def run(job: EvalJob, eval_command: list[str], timeout_s: float,
         lines: list[str] = []
         chunks: list[bytes] = []
         tracker = progress.Tracker(job.trials, job.device)
-        pump = threading.Thread(target=_pump, args=(proc.stdout, lines, tracker, on_progress),
-                                daemon=True)
+        pump = threading.Thread(target=_pump, args=(proc.stdout, lines, tracker, on_progress,
+                                                     str(job.submission_id), started), daemon=True)
         reader = threading.Thread(target=_read_all, args=(report_r, chunks), daemon=True)
         pump.start()
         reader.start()

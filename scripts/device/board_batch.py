@@ -6,7 +6,8 @@ Each directory is first imported as a dry run (what the import accepts, exactly)
 accepted file not yet in the results is imported on its own (a run of one file, so that the
 batch can stop feeding when its time is up) and waited for. At most ``2 * slots`` files are in
 the queue at once, and none is started that cannot end inside the budget by the median time
-so far. Every finished file is appended to the results at once (JSON lines: the submission
+so far. Files go in order of their PKB problem, every model's file of a problem together, so
+that a board that is not finished yet compares the models on the same problems. Every finished file is appended to the results at once (JSON lines: the submission
 with its report, the file, its PKB id and source hash), so a batch killed midway keeps what
 it finished.
 """
@@ -137,6 +138,7 @@ def run_batch(args: argparse.Namespace) -> int:
     dirs = sorted(d for d in args.dirs.glob("solutions_*") if d.is_dir() and "parallelkittens" not in d.name)
     items = accepted_files(portal, dirs, args.hardware, args.limit, [m for m in args.match.split(",") if m])
     todo = [i for i in items if i.key not in previous or previous[i.key]["source_sha256"] != i.sha256]
+    todo.sort(key=lambda i: (i.pkb_id if i.pkb_id is not None else 10**9, i.directory.name, i.name))
     print(f"{len(items)} importable files in {len(dirs)} directories; {len(items) - len(todo)} done "
           f"before; {len(todo)} to go; {args.slots} job slot(s); budget ends in "
           f"{args.budget_end - time.time():.0f} s", flush=True)
