@@ -160,6 +160,9 @@ class SideRun(SideDiagnosis):
                 self.selector.register(fd, selectors.EVENT_READ, state)
         if self.box.fileno() is not None:
             self.selector.register(self.box.fileno(), selectors.EVENT_READ, None)
+        if self.on_progress is not None:  # the ranks' own start-up follows (their ready step)
+            self.on_progress(self.side, {"event": STEP, "step": f"sandbox started in "
+                                         f"{time.monotonic() - self.started:.1f} s", "task": None})
         return None
 
     def run(self) -> SideResult:

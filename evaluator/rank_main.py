@@ -39,14 +39,39 @@ def _software(device: str) -> dict[str, str]:
     return info
 
 
-def _init(job: RankJob, rank: int):  # type: ignore[no-untyped-def]
+class _StartupClock:
+    """Where a rank's start-up goes (import, CUDA, process groups, the solution), said in its
+    ready step: the worker logs it, and the seconds before the first trial are most of a short
+    evaluation's time on a GPU host. Informational only: nothing judges by it."""
+
+    def __init__(self) -> None:
+        import time
+
+        self._now = time.monotonic
+        self._last = self._now()
+        self.phases: list[str] = []
+
+    def mark(self, phase: str) -> None:
+        now = self._now()
+        self.phases.append(f"{phase} {now - self._last:.1f} s")
+        self._last = now
+
+    def summary(self) -> str:
+        return "startup: " + ", ".join(self.phases)
+
+
+def _init(job: RankJob, rank: int, clock: "_StartupClock | None" = None):  # type: ignore[no-untyped-def]
     import torch
     import torch.distributed as dist
+
+    clock = clock or _StartupClock()
 
     world_size = job["world_size"]
     if job["device"] == "cuda":
         torch.cuda.set_device(rank % torch.cuda.device_count())
         device = torch.device("cuda", torch.cuda.current_device())
+        torch.empty(1, device=device)  # the CUDA context, measured on its own
+        clock.mark("cuda")
     else:
         torch.set_num_threads(job.get("threads", 1))
         device = torch.device("cpu")
@@ -56,7 +81,9 @@ def _init(job: RankJob, rank: int):  # type: ignore[no-untyped-def]
         kwargs["device_id"] = device  # eager NCCL init: communicators exist before the first trial
     dist.init_process_group(job["backend"], store=store, rank=rank, world_size=world_size,
                             timeout=datetime.timedelta(seconds=job["collective_timeout_s"]), **kwargs)
+    clock.mark("process group")
     control_group = dist.new_group(list(range(world_size)))
+    clock.mark("control group")
     return device, control_group
 
 
@@ -68,7 +95,8 @@ def run(job: RankJob, rank: int, channel, commands=None, salt: str = "", buffers
     from .channel import DONE, ERROR, READY
     from .rank_runner import RankContext, TaskRunner
 
-    device, control_group = _init(job, rank)
+    clock = _StartupClock()
+    device, control_group = _init(job, rank, clock)
     ctx = RankContext(rank=rank, world_size=job["world_size"], device=device,
                       control_group=control_group, channel=channel, out_dir=Path(job["out_dir"]),
                       fingerprints_only=job.get("outputs") == "fingerprints", commands=commands, salt=salt,
@@ -81,11 +109,13 @@ def run(job: RankJob, rank: int, channel, commands=None, salt: str = "", buffers
             builds.watch_torch_extensions()
             first = problems.get(job["tasks"][0]["problem"])
             solution = load_solution(Path(job["solution_path"]), first)
+            clock.mark("solution")
         elif job.get("outputs") != "fingerprints":
             from .exact import warm_up
 
             warm_up()  # inside the start-up limit, not the first trial's
-        channel.send(READY, compile_s=_compile_seconds(), software=_software(job["device"]))
+            clock.mark("exact warm-up")
+        channel.send(READY, step=clock.summary(), compile_s=_compile_seconds(), software=_software(job["device"]))
         for task in job["tasks"]:
             problem = problems.get(task["problem"])
             fn = solution if solution is not None else problem.reference

@@ -149,6 +149,13 @@ def test_it_reports_progress_in_order_for_both_sides(tmp_path):
              on_progress=lambda side, event: seen.append((side, event["event"], event["step"])))
     # Both sides run at once: the candidate tests, then both are timed; the reference computes its
     # trials (and re-computes the candidate's checked timed calls, one step each) at the end.
+    # Each side first says how long its sandbox took, and its ready step where its start-up went.
+    for side in ("candidate", "reference"):
+        steps = [e[1:] for e in seen if e[0] == side]
+        assert steps[0][0] == "step" and steps[0][1].startswith("sandbox started in "), steps[0]
+        assert steps[1][0] == "ready" and steps[1][1].startswith("startup: ") and "process group" in steps[1][1]
+    seen = [(side, kind, None if kind == "ready" else step) for side, kind, step in seen
+            if not str(step).startswith("sandbox started in ")]
     candidate = [e[1:] for e in seen if e[0] == "candidate"]
     reference = [e[1:] for e in seen if e[0] == "reference"]
     assert candidate == [("ready", None), ("step", "trial 0"), ("step", "trial 1"), ("step", "timing started"),
