@@ -54,6 +54,14 @@ class _Promote(TorchDispatchMode):
         super().__init__()
         self.narrow: dict[str, set[str]] = {}
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch wraps a mode's __torch_dispatch__ in a Dynamo-disabling wrapper unless the mode
+        # says no, and that wrapper imports torch._dynamo on its first call: 4-6 s of a reference
+        # rank's start-up on a GPU host (2026-11-27, board batch 5), on the critical path of
+        # every evaluation. Nothing is ever compiled under this mode, so the wrapper has no job.
+        return False
+
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = dict(kwargs or {})
         if kwargs.get("dtype") in PROMOTED:
@@ -131,8 +139,8 @@ def exact_with_band(call: Callable[..., Any], inputs: dict[str, Any],
 
 
 def warm_up() -> None:
-    """The first float64 run imports about a second of torch modules (torch._dynamo among them):
-    a rank pays it before it reports ready, not in its first trial."""
+    """The first float64 run imports the torch modules the dispatch mode needs: a rank pays it
+    before it reports ready, not in its first trial."""
     exact_outputs(lambda given: given["x"] + 1, {"x": torch.zeros(1)})
 
 

@@ -13,6 +13,9 @@ no reference is reported as such and not run.
 
 --pkb-src holds PKB's run_local.py, utils/, scripts/ and reference/ at the commit the board's
 files come from (`git archive dab0830 run_local.py utils scripts reference | tar -x -C .pkb-harness`).
+`--table RESULTS.jsonl` prints the side-by-side table of a run (markdown). PKB's harness
+launches torchrun once per side and trial (about 15-20 s each on 2 x H100): give it --timeout
+240 for 5 trials, or fewer --trials; a file stopped by the timeout keeps the trials it finished.
 Lanes: one per pair of GPUs (two on a 4-GPU host), each a queue of files; --budget stops
 starting files that could not finish. NVLink multicast stays off in every process.
 """
@@ -20,6 +23,7 @@ starting files that could not finish. NVLink multicast stays off in every proces
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import queue
@@ -54,6 +58,33 @@ def reference_stem(pkb_src: Path, file: str) -> Optional[tuple[str, str]]:
         return stem, backend
     same = sorted(p.stem for p in (pkb_src / "reference").glob("*.py") if name_of(p.stem) == name_of(stem))
     return (same[0], backend) if len(same) == 1 else None
+
+
+TRIAL = re.compile(r"trial (\d+): (match|mismatch)[^\n]*")
+
+
+def as_text(output: Any) -> str:
+    """A timed-out run's captured output: bytes, or (in results written before this was
+    decoded) the ``str()`` of those bytes."""
+    if isinstance(output, bytes):
+        return output.decode(errors="replace")
+    text = str(output or "")
+    if text.startswith(("b'", 'b"')):
+        try:
+            return ast.literal_eval(text).decode(errors="replace")
+        except (ValueError, SyntaxError):
+            return text
+    return text
+
+
+def partial_trials(stdout: str) -> list[dict[str, Any]]:
+    """The trials PKB's harness finished before it was stopped, from its per-trial lines."""
+    trials = []
+    for line in TRIAL.finditer(stdout):
+        speed = SPEEDUP.search(line.group(0))
+        trials.append({"trial": int(line.group(1)), "result": line.group(2),
+                       "speedup": float(speed.group(3)) if speed else None})
+    return trials
 
 
 def parse(stdout: str) -> dict[str, Any]:
@@ -95,13 +126,57 @@ def run_one(row: dict[str, Any], args: argparse.Namespace, gpus: str, bin_dir: P
                               timeout=args.timeout, start_new_session=True)
         result = {**parse(done.stdout), "exit": done.returncode, "stderr_tail": done.stderr[-1500:]}
     except subprocess.TimeoutExpired as exc:
-        result = {"timeout_s": args.timeout, "stdout_tail": str(exc.stdout or "")[-1500:]}
+        text = as_text(exc.stdout)
+        result = {"timeout_s": args.timeout, "trials": partial_trials(text), "stdout_tail": text[-1500:]}
     shutil.rmtree(stage, ignore_errors=True)
     return {**out, "pkb": {"reference": stem, "backend": backend, "seconds": round(time.monotonic() - began, 1),
                            "command": " ".join(command[1:]), **result}}
 
 
+def pkb_outcome(pkb: dict[str, Any], trials: int) -> tuple[str, Optional[bool]]:
+    """PKB's harness in words, and whether it says the file is correct (None: it cannot tell)."""
+    if pkb.get("skipped"):
+        return pkb["skipped"], None
+    done = pkb.get("trials") or partial_trials(as_text(pkb.get("stdout_tail")))
+    matched = [t for t in done if t.get("result") == "match"]
+    speed = [t["speedup"] for t in matched if t.get("speedup")]
+    speeds = f", speedup {min(speed):.2f}-{max(speed):.2f}x" if speed else ""
+    if "timeout_s" in pkb:
+        if len(matched) < len(done):
+            return f"mismatch in trial {next(t['trial'] for t in done if t.get('result') != 'match')}", False
+        if not done:
+            return f"no trial finished in {pkb['timeout_s']:.0f} s", None
+        return f"{len(done)} of {trials} trials match in {pkb['timeout_s']:.0f} s (stopped){speeds}", True
+    if pkb.get("all_ok"):
+        return f"all {len(done)} trials match{speeds}", True
+    if pkb.get("exit") not in (0, None) and not done:
+        return f"failed (exit {pkb['exit']}, no trial)", False
+    failed = [t for t in done if t.get("result") != "match"]
+    if failed and failed[0].get("result") == "no_artifacts":  # its ranks died before writing outputs
+        return f"fails: the solution's ranks exit with an error in trial {failed[0]['trial']}", False
+    return f"{len(matched)} of {len(done)} trials match", False
+
+
+def table(path: Path, trials: int) -> str:
+    """The side-by-side table (markdown) of a run's ``pkb-harness.jsonl``."""
+    lines = ["| model | file | ours | PKB's harness | agree |", "|---|---|---|---|---|"]
+    for row in (json.loads(line) for line in path.read_text().splitlines() if line.strip()):
+        ours = row["ours"]
+        if ours.get("verdict") == "pass":
+            verdict = f"pass {ours['speedup']:.2f}x [{ours['speedup_low']:.2f}, {ours['speedup_high']:.2f}]"
+        else:
+            verdict = f"fail {ours.get('failure_class') or ''}".strip()
+        said, correct = pkb_outcome(row["pkb"], trials)
+        agree = "-" if correct is None else ("yes" if correct == (ours.get("verdict") == "pass") else "**no**")
+        model = row["directory"].split("_h100_8_")[-1] + (" (Triton)" if "triton" in row["directory"] else "")
+        lines.append(f"| {model} | {row['file']} | {verdict} | {said} | {agree} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
+    if len(sys.argv) == 3 and sys.argv[1] == "--table":
+        print(table(Path(sys.argv[2]), 5))
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pkb-src", type=Path, required=True)
     parser.add_argument("--dirs", type=Path, required=True)
