@@ -166,6 +166,11 @@ def judge(got: torch.Tensor, native: torch.Tensor, residual: Optional[torch.Tens
     interval's ends, where the problem has one. Same shape and dtype for ``got`` and ``native``,
     checked by the caller."""
     dtype = real_dtype(native.dtype)
+    if residual is None and band is None and torch.equal(got, native):
+        # The native output is the exact answer (data movement) and the candidate returned it bit
+        # for bit: every error below is 0 and the rule's two passes would say only that. One
+        # comparison instead (NaN never equals itself, so outputs holding NaN take the long way).
+        return Judgement(True, Norms(), Norms(), {"rms": 0.0, "max_abs": 0.0}, 0, 0, 0.0, 0.0, 0)
     reference, rounding, spacing = Norms(), Norms(), Norms()
     needs_spacing = dtype in ULP_ALLOWANCE  # the spacing only feeds the float32 allowance
     banded, native_exact = 0, True

@@ -137,3 +137,35 @@ def test_an_output_of_another_dtype_in_float64_has_no_exact_answer(dtype):
     native = torch.ones(3, dtype=dtype)
     record = residual_record([native], ExactRun([torch.ones(3, dtype=torch.float32)]))[0]
     assert record["residual"] is None and "forces dtype float32" in record["why"]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.complex64])
+def test_a_bit_exact_copy_of_exact_data_movement_is_judged_as_the_full_rule_would(dtype, monkeypatch):
+    # The shortcut for outputs equal to an exact native output must say what the two passes say.
+    gen = torch.Generator().manual_seed(1)
+    native = torch.randn(4096, generator=gen).to(dtype)
+    if not native.is_complex():
+        native[7], native[9], native[11] = float("inf"), float("-inf"), -0.0
+    got = native.clone()
+    if not native.is_complex():
+        got[11] = 0.0  # -0.0 and 0.0 are the same value
+    quick = accuracy.judge(got, native, None)
+    monkeypatch.setattr(accuracy.torch, "equal", lambda a, b: False)
+    full = accuracy.judge(got, native, None)
+    assert quick.passed and full.passed
+    assert (quick.candidate.as_dict(), quick.reference.as_dict(), quick.allowed, quick.outside, quick.nonfinite,
+            quick.max_rel, quick.ulp_allowance, quick.banded) == \
+        (full.candidate.as_dict(), full.reference.as_dict(), full.allowed, full.outside, full.nonfinite,
+         full.max_rel, full.ulp_allowance, full.banded)
+
+
+def test_the_shortcut_never_passes_what_differs_or_holds_nan():
+    native = torch.arange(64, dtype=torch.float32).to(torch.bfloat16)
+    wrong = native.clone()
+    wrong[3] += 1
+    assert not accuracy.judge(wrong, native, None).passed
+    with_nan = native.clone()
+    with_nan[5] = float("nan")
+    # NaN where the exact answer has NaN too is a match, but it is found by the full rule.
+    assert accuracy.judge(with_nan.clone(), with_nan, None).passed
+    assert not accuracy.judge(with_nan, native, None).passed
