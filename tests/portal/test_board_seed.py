@@ -120,10 +120,16 @@ def test_a_later_batch_adds_its_lines_and_a_second_seed_adds_nothing(catalog: No
     (board / RESULTS.name).write_text("".join(lines))
     later = seed_board(board, tmp_path)
     again = seed_board(board, tmp_path)
-    assert not later.runs_created and len(later.added) == len(lines) - 10
+    # One run per directory: the first ten lines' run grows, the other directories get theirs.
+    directories = [json.loads(line)["directory"] for line in lines]
+    first_dir = directories[0]
+    assert len(later.runs_created) == len(set(directories)) - 1
+    assert not any(first_dir in created for created in later.runs_created)
+    assert len(later.added) == len(lines) - 10
     assert not again.added and len(again.unchanged) == len(lines) and not again.errors
-    assert Run.objects.count() == 1 and Submission.objects.count() == len(lines)
-    assert f"{len(lines)} files evaluated" in Run.objects.get().note
+    assert Run.objects.count() == len(set(directories)) and Submission.objects.count() == len(lines)
+    first_run = Run.objects.get(imported_from=first_dir)
+    assert f"{directories.count(first_dir)} files evaluated" in first_run.note
 
 
 @pytest.mark.slow
