@@ -166,11 +166,16 @@ def judge(got: torch.Tensor, native: torch.Tensor, residual: Optional[torch.Tens
     interval's ends, where the problem has one. Same shape and dtype for ``got`` and ``native``,
     checked by the caller."""
     dtype = real_dtype(native.dtype)
-    if residual is None and band is None and torch.equal(got, native):
-        # The native output is the exact answer (data movement) and the candidate returned it bit
-        # for bit: every error below is 0 and the rule's two passes would say only that. One
-        # comparison instead (NaN never equals itself, so outputs holding NaN take the long way).
+    # A candidate that returned the native output bit for bit (a copy of the reference, NCCL's own
+    # call) has the reference's errors: the second pass, which exists to measure the candidate's,
+    # is skipped and the first measures them. NaN never equals itself, so outputs holding NaN take
+    # the long way; so do banded outputs, whose special cases are the second pass's business.
+    identical = band is None and torch.equal(got, native)
+    if identical and residual is None:
+        # Data movement: the native output is the exact answer, and every error is 0.
         return Judgement(True, Norms(), Norms(), {"rms": 0.0, "max_abs": 0.0}, 0, 0, 0.0, 0.0, 0)
+    same = Norms()  # the candidate's errors when identical: the reference's own
+    same_rel = 0.0
     reference, rounding, spacing = Norms(), Norms(), Norms()
     needs_spacing = dtype in ULP_ALLOWANCE  # the spacing only feeds the float32 allowance
     banded, native_exact = 0, True
@@ -181,7 +186,14 @@ def judge(got: torch.Tensor, native: torch.Tensor, residual: Optional[torch.Tens
         if not bool(finite.all()):  # masking copies: only where there is something to mask
             chunk = chunk.mask(finite)
         exact = chunk.exact
-        reference.add(chunk.error(chunk.want, band is not None))
+        own = chunk.error(chunk.want, band is not None)
+        reference.add(own)
+        if identical:
+            ok = torch.isfinite(own)
+            kept, kept_exact = (own, exact) if bool(ok.all()) else (own[ok], exact[ok])
+            same.add(kept)
+            if kept.numel():
+                same_rel = max(same_rel, float((kept / kept_exact.abs().clamp_min(1e-12)).max()))
         if band is not None:  # without a band, the reference's own error says it
             native_exact = native_exact and bool((chunk.want == exact).all())
         rounded = exact.to(dtype).to(exact.dtype)
@@ -195,6 +207,10 @@ def judge(got: torch.Tensor, native: torch.Tensor, residual: Optional[torch.Tens
     floor_rms, floor_max = max(reference.rms, rounding.rms), max(reference.max_abs, rounding.max_abs)
     allowed = {"rms": RMS_MULTIPLE * floor_rms + allowance * spacing.rms,
                "max_abs": MAX_MULTIPLE * floor_max}
+    if identical:
+        # Nothing is outside: each error is at most the reference's largest, which the bound
+        # doubles; no special value differs; the candidate's norms are the reference's.
+        return Judgement(same.rms <= allowed["rms"], same, reference, allowed, 0, 0, same_rel, allowance, banded)
     candidate = Norms()
     outside = nonfinite = 0
     max_rel = 0.0

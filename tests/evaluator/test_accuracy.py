@@ -139,6 +139,19 @@ def test_an_output_of_another_dtype_in_float64_has_no_exact_answer(dtype):
     assert record["residual"] is None and "forces dtype float32" in record["why"]
 
 
+def passes_over(monkeypatch) -> list[int]:
+    """How many times the rule walks the outputs (each pass iterates its chunks once)."""
+    count = [0]
+    real = accuracy._chunks
+
+    def counted(*args, **kwargs):
+        count[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(accuracy, "_chunks", counted)
+    return count
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.complex64])
 def test_a_bit_exact_copy_of_exact_data_movement_is_judged_as_the_full_rule_would(dtype, monkeypatch):
     # The shortcut for outputs equal to an exact native output must say what the two passes say.
@@ -149,7 +162,9 @@ def test_a_bit_exact_copy_of_exact_data_movement_is_judged_as_the_full_rule_woul
     got = native.clone()
     if not native.is_complex():
         got[11] = 0.0  # -0.0 and 0.0 are the same value
+    passes = passes_over(monkeypatch)
     quick = accuracy.judge(got, native, None)
+    assert passes[0] == 0  # one comparison, no pass
     monkeypatch.setattr(accuracy.torch, "equal", lambda a, b: False)
     full = accuracy.judge(got, native, None)
     assert quick.passed and full.passed
@@ -169,3 +184,27 @@ def test_the_shortcut_never_passes_what_differs_or_holds_nan():
     # NaN where the exact answer has NaN too is a match, but it is found by the full rule.
     assert accuracy.judge(with_nan.clone(), with_nan, None).passed
     assert not accuracy.judge(with_nan, native, None).passed
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_a_bit_exact_copy_of_a_rounded_reduction_is_judged_as_the_full_rule_would(dtype, monkeypatch):
+    gen = torch.Generator().manual_seed(2)
+    parts = [torch.randn(1 << 13, generator=gen).to(dtype) for _ in range(8)]
+    exact = torch.stack([p.double() for p in parts]).sum(0)
+    native = ring_sum(parts)
+    native[5] = float("inf")  # a special value both have
+    exact[5] = float("inf")
+    residual = residual_record([native], ExactRun([exact]))[0]["residual"]
+    assert residual is not None
+    passes = passes_over(monkeypatch)
+    quick = accuracy.judge(native.clone(), native, residual)
+    assert passes[0] == 1
+    monkeypatch.setattr(accuracy.torch, "equal", lambda a, b: False)
+    full = accuracy.judge(native.clone(), native, residual)
+    assert passes[0] == 3
+    assert quick.passed and full.passed and quick.reference.rms > 0
+    assert (quick.candidate.as_dict(), quick.reference.as_dict(), quick.allowed, quick.outside, quick.nonfinite,
+            quick.ulp_allowance, quick.banded) == \
+        (full.candidate.as_dict(), full.reference.as_dict(), full.allowed, full.outside, full.nonfinite,
+         full.ulp_allowance, full.banded)
+    assert quick.max_rel == pytest.approx(full.max_rel, rel=1e-12)
