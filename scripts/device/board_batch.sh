@@ -11,8 +11,8 @@
 #
 # Writes to --out: board-results.jsonl (every result so far: the earlier ones and this batch's,
 # each with its submission and report), board-table.md, board-batch.log and the portal's and
-# workers' logs. Copy board-results.jsonl over --state (it is in docs/, so it travels with the
-# checkout) before the next batch. Options: --slots N (default: GPUs / 2), --port (8121),
+# workers' logs. Keep its results in --state (it is in docs/, so it travels with the checkout)
+# before the next batch: scripts/device/board_keep.py OUT/board-results.jsonl --state STATE. Options: --slots N (default: GPUs / 2), --port (8121),
 # --timeout S per file (300), --limit N (only the first N importable files), --match A,B (only
 # files whose names contain A or B), --hardware, --prebuild / --no-prebuild (the build stage,
 # worker/prebuild.py: on by default on GPUs, off on CPU, where nothing is built).
