@@ -105,6 +105,9 @@ def exposed_paths(source: dict[str, str] | None = None) -> list[str]:
     wanted += compiler_prefixes(source)
     if os.path.isabs(source.get("PKB_KERNEL_SEED", "")):
         wanted.append(source["PKB_KERNEL_SEED"])
+    # A link (a checkout's .venv linked to another checkout's) is recreated as the same link
+    # inside the side (sandbox/init.py): what it points to must be there too.
+    wanted += [os.path.realpath(p) for p in wanted if os.path.islink(p)]
     chosen: list[str] = []
     for path in sorted({os.path.normpath(p) for p in wanted if os.path.lexists(p)}, key=len):
         if path in NEVER_EXPOSED:

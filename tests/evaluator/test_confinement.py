@@ -200,6 +200,16 @@ def test_a_scripts_folder_on_sys_path_is_not_exposed(monkeypatch, tmp_path):
     assert any(p.endswith("site-packages") or p == os.path.normpath(sys.prefix) for p in exposed)
 
 
+def test_the_target_of_an_exposed_link_is_exposed_too(tmp_path):
+    """A checkout whose .venv links to another checkout's: the link is recreated inside the side,
+    and would lead nowhere without what it points to."""
+    target = tmp_path / "real-lib"
+    target.mkdir()
+    (tmp_path / "linked-lib").symlink_to(target)
+    exposed = exposed_paths({"LD_LIBRARY_PATH": str(tmp_path / "linked-lib")})
+    assert {str(tmp_path / "linked-lib"), str(target)} <= set(exposed)
+
+
 @pytest.mark.confined
 def test_no_message_of_the_sandbox_is_lost_when_several_arrive_in_one_read(monkeypatch, tmp_path):
     """On a loaded host "init", "ready" and a rank's exit can come in one read: none may be dropped."""
