@@ -97,8 +97,13 @@ def _passed(checks: list[dict[str, Any]]) -> bool:
     return all(c["status"] == "ok" for c in checks)
 
 
-@pytest.mark.parametrize("slug", BANDED)
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
+# The backward problem in bfloat16 is make test-long's: the costliest case (about 20 s alone on
+# the 2-core host, a third of the six), and the same band code as its float32 case, which make
+# test keeps with both dtypes of the two forward problems.
+@pytest.mark.parametrize("slug, dtype", [
+    pytest.param(slug, dtype, id=f"{name}-{slug}",
+                 marks=[pytest.mark.long] if (slug, name) == (BANDED[2], "bf16") else [])
+    for name, dtype in (("bf16", torch.bfloat16), ("fp32", torch.float32)) for slug in BANDED])
 def test_an_honest_filter_summed_from_the_top_passes_and_lossy_outputs_fail(slug, dtype, one_rank):
     banded_rows = 0
     for seed in SEEDS:

@@ -28,17 +28,29 @@ def outputs(report: dict) -> list[dict]:
     return [o for t in report["trials"] for r in t["ranks"] for o in r["outputs"]]
 
 
-@pytest.mark.parametrize("world_size", [2, 8])
-def test_an_fp32_accumulation_passes_against_the_exact_sum(world_size):
-    report = run("fp32_accumulate", world_size)
+# One timed evaluation at two ranks serves both tests below, instead of an untimed one and a
+# timed one: its seeded trials are judged as an untimed run's are, and its timed calls besides.
+# xdist_group: under pytest -n (make test) both run on the worker that holds it.
+TIMED_AT_TWO = pytest.mark.xdist_group("lossy-fp32-timed-ws2")
+
+
+@pytest.fixture(scope="module")
+def fp32_timed_at_two() -> dict:
+    return run("fp32_accumulate", timing=True)
+
+
+@pytest.mark.parametrize("world_size", [pytest.param(2, marks=TIMED_AT_TWO), 8])
+def test_an_fp32_accumulation_passes_against_the_exact_sum(world_size, request):
+    report = request.getfixturevalue("fp32_timed_at_two") if world_size == 2 else run("fp32_accumulate", world_size)
     assert report["verdict"] == "pass", report["failure"]
     checks = outputs(report)
     assert checks and all(c["judged_against"] == "exact" for c in checks)
     assert all(c["candidate_err"]["rms"] <= c["reference_err"]["rms"] + 1e-12 for c in checks)
 
 
-def test_timed_calls_are_rechecked_against_the_exact_sum_too():
-    report = run("fp32_accumulate", timing=True)
+@TIMED_AT_TWO
+def test_timed_calls_are_rechecked_against_the_exact_sum_too(fp32_timed_at_two):
+    report = fp32_timed_at_two
     assert report["verdict"] == "pass", report["failure"]
     timed = [t for t in report["trials"] if t["kind"] == "timed"]
     assert timed and all(o["judged_against"] == "exact" for t in timed for r in t["ranks"] for o in r["outputs"])
