@@ -13,7 +13,10 @@ import pytest
 from django.db import connection
 
 REPO = Path(__file__).resolve().parents[2]
-pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.timeout(300)]
+# long: three benchmark scripts end to end (400 submissions seeded, every board timed, a load test
+# through a live server), 17 s of a 2-core host's make test; they are tools beside the site, whose
+# pages and API make test checks on their own (tests/portal).
+pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.timeout(300), pytest.mark.long]
 
 
 def run(script: str, *args: str, env: dict[str, str]) -> str:

@@ -31,8 +31,14 @@ def test_their_default_dtype_is_still_float32() -> None:
     assert {dtype_name(problems.get(s).default_dtype) for s in WERE_FLOAT32_ONLY} == {"float32"}
 
 
+# ZeRO-1 and ZeRO-2's steps are make test-long's: the same family of optimizer step as DDP's and
+# FSDP's, which make test keeps with the three others (7 evaluations, about 7 s each).
+SAME_FAMILY_IN_LONG = ("zero1-training-step", "zero2-training-step")
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("slug", WERE_FLOAT32_ONLY)
+@pytest.mark.parametrize("slug", [pytest.param(s, marks=[pytest.mark.long] if s in SAME_FAMILY_IN_LONG else [])
+                                  for s in WERE_FLOAT32_ONLY])
 def test_the_reference_passes_its_own_judge_in_bfloat16(slug: str, tmp_path: Path) -> None:
     # In this process (--sandbox=off reaches it through tests/conftest.py): `pkb eval --dtype`'s
     # path from the command line to this config is tests/evaluator/test_cli.py's.
