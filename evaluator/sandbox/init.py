@@ -106,6 +106,7 @@ class SideInit:
         self.commands = b""
         self.scans = 0
         self.next_scan = 0.0
+        self.links: dict[str, str] = {}  # exposed path -> where the link points (open_sources)
 
     def run(self) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -131,7 +132,10 @@ class SideInit:
         sources = {}
         for path in paths:
             if os.path.islink(path) and path in self.spec["exposed"]:
-                continue  # recreated as the same link inside
+                # Recreated as the same link inside; read now, as the sources are opened: a link
+                # below /tmp (a checkout's linked .venv there) is covered by the new root later.
+                self.links[path] = os.readlink(path)
+                continue
             sources[path] = os.open(path, os.O_PATH | os.O_CLOEXEC)
         return sources
 
@@ -146,7 +150,7 @@ class SideInit:
             if path not in sources:
                 target = NEW_ROOT + path
                 os.makedirs(os.path.dirname(target), exist_ok=True)
-                os.symlink(os.readlink(path), target)
+                os.symlink(self.links[path], target)
                 continue
             bind_read_only(sources[path], NEW_ROOT + path)
         os.makedirs(NEW_ROOT + "/proc")
