@@ -63,7 +63,10 @@ test: install
 # The long scenarios: a worker killed mid-evaluation, services that crash and come back, runs
 # from creation to scores through a live server, the PKB import end to end, every PKB adapter,
 # the sandbox's attack suite, the docs' CPU evaluations run as written, and the attacks on the
-# judge (docs/judge.md), sandbox on and off; then, sandbox off, what make test runs only confined.
+# judge (docs/judge.md), sandbox on and off; the costliest cases of suites make test runs in part
+# (world size 8 of the reference and exact-judging suites, a real g++ failure in a torch
+# extension build, the benchmark scripts: docs/tests.md lists them); then, sandbox off, what make
+# test runs only confined.
 test-long: install
 	$(PY) -m pytest -m long
 	$(PY) -m pytest -q --sandbox=off -m long tests/evaluator \
