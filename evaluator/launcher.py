@@ -29,7 +29,6 @@ from .report import Failure, FailureClass, make_failure
 from .sandbox import RankLaunch, SandboxError, open_box
 from .sandbox.box import OutputRules
 from .sandbox.policy import REPO_ROOT, rank_env
-from .sandbox.zygote import EXACT_WARM_UP_ENV
 from .side import RankState, SideResult, append_tail
 from .side_diagnosis import SideDiagnosis
 
@@ -112,10 +111,6 @@ class SideRun(SideDiagnosis):
         (self.inbox / "job.json").write_text(json.dumps(self.rank_job(box)))
         env = rank_env(self.job["device"], self.job.get("threads", 1), home=box.home, work=box.work,
                        confined=box.confined)
-        if self.side == "reference" and self.job.get("outputs") != "fingerprints":
-            # Every rank of this side warms up the exact answers (rank_main.run): a CPU side's
-            # zygote does it once for all of them (sandbox/zygote.py).
-            env[EXACT_WARM_UP_ENV] = "1"
         launches, theirs = [], []
         for rank in range(self.job["world_size"]):
             (status_r, status_w), (log_r, log_w), (stack_r, stack_w) = os.pipe(), os.pipe(), os.pipe()

@@ -44,10 +44,6 @@ from .policy import REPO_ROOT
 # The modules every rank imports before its first trial (rank_main, rank_runner and what they use).
 PRELOAD = ("torch", "torch.distributed", "evaluator.rank_main", "evaluator.rank_runner",
            "evaluator.rank_timing", "evaluator.channel", "evaluator.shim.buffers", "evaluator.shim.calls")
-# Set in a reference side's environment by the launcher: its ranks each warm up the exact answers
-# before they report ready (rank_main.run: about 1 s of CPU importing torch._dynamo and sympy,
-# as much again as the preload), so the zygote does it once and they inherit it.
-EXACT_WARM_UP_ENV = "PKB_EXACT_WARM_UP"
 START_ATTEMPTS = 3  # as init.START_ATTEMPTS: a set-up that failed before any rank code ran is retried
 ENTRY = f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); from evaluator.sandbox.zygote import main; main()"
 
@@ -142,10 +138,6 @@ def main() -> None:
 
         for name in PRELOAD:
             importlib.import_module(name)
-        if os.environ.get(EXACT_WARM_UP_ENV) == "1":
-            from evaluator.exact import warm_up
-
-            warm_up()
     except BaseException as exc:  # noqa: BLE001 - the init falls back to exec
         _send(fallback=f"the preload failed: {type(exc).__name__}: {exc}")
         os._exit(0)

@@ -144,7 +144,6 @@ def run_world(world_size: int, slugs: list[str], out: Path) -> list[dict[str, An
     out.mkdir(parents=True, exist_ok=True)
     # Ranks forked from a server that imported torch and this module once per test process (as
     # the evaluator's zygote does for its ranks): eight spawned ranks were eight imports of torch.
-    # torch._dynamo too: each rank's first exact_outputs imported it (about 1 s of CPU a rank).
-    mp.set_forkserver_preload([__name__, "torch._dynamo"])
+    mp.set_forkserver_preload([__name__])
     mp.start_processes(_rank, args=(world_size, slugs, str(out)), nprocs=world_size, start_method="forkserver")
     return [torch.load(out / f"rank{rank}.pt", weights_only=False) for rank in range(world_size)]
