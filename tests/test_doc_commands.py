@@ -51,6 +51,7 @@ CLASSES: list[tuple[str, str]] = [
     ("redis-server ", "services"),
     ("git -C ParallelKernelBench", "portal"),  # a clone of another repository
     ("bash scripts/device/", "gpu"),
+    ("python3 scripts/device/", "gpu"),  # scripts/device/pkb_harness.py: PKB's own harness on a GPU host (docs/runs.md)
     ("python3 -m evaluator.cli", "gpu"),  # the GPU hosts: torch alone, no venv (README)
 ]
 
