@@ -81,7 +81,8 @@ def _pump(stream: Any, sink: list[str], tracker: progress.Tracker,
             continue
         # Each step with its time since the job started: where a job's seconds go, in the
         # worker's own log (start-up, builds, trials, timing), without asking the evaluator.
-        log.info("job %s +%.1f s: %s %s %s", job_id, time.monotonic() - started, event["side"],
+        # A candidate's rank writes its side's steps: quoted and cut, they cannot forge log lines.
+        log.info("job %s +%.1f s: %s %s %.200r", job_id, time.monotonic() - started, event["side"],
                  event.get("event"), event.get("step") or "")
         if (step := tracker.feed(event)) is not None:
             on_progress(step)

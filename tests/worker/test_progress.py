@@ -121,3 +121,17 @@ def test_a_gpu_evaluator_that_dies_before_ready_never_says_running(tmp_path: Pat
     assert [p.get("status") for p in posts[:-1]] == ["compiling"]
     assert "no module named triton" in posts[-1]["output"] and "code 3" in posts[-1]["error"]
     assert json.dumps(posts[-1])  # plain JSON for the portal
+
+
+def test_the_worker_logs_each_step_with_its_time_on_one_line(fake_eval: list[str], tmp_path: Path,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    # A candidate's rank writes its side's steps: a step holding a newline must not forge a log line.
+    script = tmp_path / "forging_eval.py"
+    script.write_text(FAKE_EVAL.replace('say(side, "ready")',
+                                        'say(side, "ready", "startup: x\\nERROR/Worker] forged " + "y" * 500)'))
+    with caplog.at_level("INFO", logger="worker.runner"):
+        runner.run(EvalJob.from_payload(job()), [sys.executable, str(script)], 60)
+    lines = [r.getMessage() for r in caplog.records if r.name == "worker.runner"]
+    assert any(line.startswith("job 7 +") and ": candidate step 'trial 0'" in line for line in lines)
+    ready = next(line for line in lines if "candidate ready" in line)
+    assert "\n" not in ready and "\\n" in ready and len(ready) < 300
