@@ -57,6 +57,8 @@ def main() -> None:
     parser.add_argument("--user", default="demo")
     parser.add_argument("--password", default="demo-pkb-local")
     parser.add_argument("--gpu", default="h200-x4-nvlink", help="hardware shown on GPU pages")
+    parser.add_argument("--board", default="h100-x2-nvlink",
+                        help="hardware whose model leaderboard is shown (the one the board's models are on)")
     args = parser.parse_args()
     base = args.base.rstrip("/")
     args.out.mkdir(parents=True, exist_ok=True)
@@ -74,7 +76,7 @@ def main() -> None:
         ("problem", f"/problems/all-reduce/?hardware={args.gpu}"),
         ("hardware-list", "/hardware/"),
         ("hardware", f"/hardware/{args.gpu}/"),
-        ("leaderboard", f"/leaderboard/?hardware={args.gpu}"),
+        ("leaderboard", f"/leaderboard/?hardware={args.board}"),
         ("compare", f"/leaderboard/compare/?{compare}"),
         ("submission-passed", f"/submissions/{passed}/"),
         ("submission-failed", f"/submissions/{failed}/"),
@@ -83,7 +85,7 @@ def main() -> None:
     ]
     phone_pages = [("home-phone", "/"), ("submission-failed-phone", f"/submissions/{failed}/"),
                    ("submission-passed-phone", f"/submissions/{passed}/"),
-                   ("leaderboard-phone", f"/leaderboard/?hardware={args.gpu}"),
+                   ("leaderboard-phone", f"/leaderboard/?hardware={args.board}"),
                    ("compare-phone", f"/leaderboard/compare/?{compare}")]
 
     from playwright.sync_api import sync_playwright
