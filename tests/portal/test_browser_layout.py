@@ -148,3 +148,20 @@ def test_key_value_and_stacked_tables_fit_a_phone(live_server: Any, phone: Any, 
             .map((t) => [t.id || t.closest('section, div').querySelector('h2, h3')?.textContent,
                          t.parentElement.scrollWidth, t.parentElement.clientWidth])""")
         assert boxes and all(w <= room + 1 for _, w, room in boxes), (path, boxes)
+
+
+def test_the_seeded_model_board_fits_a_phone(live_server: Any, phone: Any) -> None:
+    # Its provenance notes carry 40-digit commit hashes, which widened the page past the phone.
+    from pathlib import Path
+
+    from django.conf import settings
+
+    from portal.catalog.services import load_catalog
+    from portal.runs.board_seed import seed_board
+
+    root = Path(__file__).parents[2]
+    load_catalog(settings.PKB_PROBLEMS_PACKAGE, settings.PKB_HARDWARE_DIR)
+    assert not seed_board(root / "docs" / "measurements" / "board", root).errors
+    phone.goto(f"{live_server.url}/leaderboard/?hardware=h100-x2-nvlink")
+    assert phone.locator("#seeded-runs li").count() >= 3
+    no_page_overflow(phone)
