@@ -40,8 +40,8 @@ def _software(device: str) -> dict[str, str]:
 
 
 class _StartupClock:
-    """Where a rank's start-up goes (import, CUDA, process groups, the solution), said in its
-    ready step: the worker logs it, and the seconds before the first trial are most of a short
+    """Where a rank's start-up goes (CUDA context, process groups, the solution's import or the
+    exact run's warm-up), said in its ready step: the worker logs it, and the seconds before the first trial are most of a short
     evaluation's time on a GPU host. Informational only: nothing judges by it."""
 
     def __init__(self) -> None:
