@@ -60,11 +60,9 @@ class _StartupClock:
         return "startup: " + ", ".join(self.phases)
 
 
-def _init(job: RankJob, rank: int, clock: "_StartupClock | None" = None):  # type: ignore[no-untyped-def]
+def _init(job: RankJob, rank: int, clock: _StartupClock):  # type: ignore[no-untyped-def]
     import torch
     import torch.distributed as dist
-
-    clock = clock or _StartupClock()
 
     world_size = job["world_size"]
     if job["device"] == "cuda":

@@ -72,7 +72,7 @@ def evaluator_env() -> dict[str, str]:
 
 
 def _pump(stream: Any, sink: list[str], tracker: progress.Tracker,
-          on_progress: Callable[[Progress], None], job_id: str = "", started: float = 0.0) -> None:
+          on_progress: Callable[[Progress], None], job_id: str, started: float) -> None:
     for raw in iter(stream.readline, b""):
         line = raw.decode(errors="replace")
         event = parse_line(line)

@@ -7,9 +7,9 @@ accepted file not yet in the results is imported on its own (a run of one file, 
 batch can stop feeding when its time is up) and waited for. At most ``2 * slots`` files are in
 the queue at once, and none is started that cannot end inside the budget by the median time
 so far. Files go in order of their PKB problem, every model's file of a problem together, so
-that a board that is not finished yet compares the models on the same problems. Every finished file is appended to the results at once (JSON lines: the submission
-with its report, the file, its PKB id and source hash), so a batch killed midway keeps what
-it finished.
+that a board that is not finished yet compares the models on the same problems. Every finished
+file is appended to the results at once (JSON lines: the submission with its report, the file,
+its PKB id and source hash), so a batch killed midway keeps what it finished.
 """
 
 from __future__ import annotations

@@ -40,8 +40,7 @@ def keep(batch: list[dict[str, Any]], state: list[dict[str, Any]]) -> tuple[list
         old = known.get(row["key"])
         if old is None:
             new[row["key"]] = row  # a later line of the same file (a redo) replaces an earlier one
-        elif old is not row and old.get("submission") != row.get("submission") \
-                and old["source_sha256"] == row["source_sha256"]:
+        elif old.get("submission") != row.get("submission") and old["source_sha256"] == row["source_sha256"]:
             repeats.append(row)
     return list(new.values()), repeats
 

@@ -157,7 +157,13 @@ def pkb_outcome(pkb: dict[str, Any], trials: int) -> tuple[str, Optional[bool]]:
     return f"{len(matched)} of {len(done)} trials match", False
 
 
-def table(path: Path, trials: int) -> str:
+def trials_asked(pkb: dict[str, Any]) -> int:
+    """The --trials the file was run with, from its recorded command (5: PKB's default)."""
+    found = re.search(r"--trials (\d+)", pkb.get("command", ""))
+    return int(found.group(1)) if found else 5
+
+
+def table(path: Path) -> str:
     """The side-by-side table (markdown) of a run's ``pkb-harness.jsonl``."""
     lines = ["| model | file | ours | PKB's harness | agree |", "|---|---|---|---|---|"]
     for row in (json.loads(line) for line in path.read_text().splitlines() if line.strip()):
@@ -166,7 +172,7 @@ def table(path: Path, trials: int) -> str:
             verdict = f"pass {ours['speedup']:.2f}x [{ours['speedup_low']:.2f}, {ours['speedup_high']:.2f}]"
         else:
             verdict = f"fail {ours.get('failure_class') or ''}".strip()
-        said, correct = pkb_outcome(row["pkb"], trials)
+        said, correct = pkb_outcome(row["pkb"], trials_asked(row["pkb"]))
         agree = "-" if correct is None else ("yes" if correct == (ours.get("verdict") == "pass") else "**no**")
         model = row["directory"].split("_h100_8_")[-1] + (" (Triton)" if "triton" in row["directory"] else "")
         lines.append(f"| {model} | {row['file']} | {verdict} | {said} | {agree} |")
@@ -175,7 +181,7 @@ def table(path: Path, trials: int) -> str:
 
 def main() -> None:
     if len(sys.argv) == 3 and sys.argv[1] == "--table":
-        print(table(Path(sys.argv[2]), 5))
+        print(table(Path(sys.argv[2])))
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pkb-src", type=Path, required=True)
