@@ -47,7 +47,7 @@ prod: install var/secret_key
 # comes from inside a rank, or before ranks start): make test-long runs them unconfined.
 CONFINEMENT_BLIND = test_accuracy test_compare test_stats test_cli test_cli_probe \
 	test_paired_timing test_confinement test_exact_judging test_decision_band \
-	test_lossy_candidates test_sweep test_judge_buffers
+	test_lossy_candidates test_sweep test_judge_buffers test_liveness
 
 # Both passes run on TEST_WORKERS pytest-xdist workers (docs/tests.md has the measurements; 0: one
 # process). loadgroup keeps the tests that share an expensive module fixture (marked xdist_group)

@@ -21,31 +21,46 @@ WINDOW_S = 1.0
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
-def cpu_seconds(pids: Iterable[int]) -> float:
-    total = 0
+def cpu_seconds(pids: Iterable[int]) -> dict[int, float]:
+    """Each process's CPU seconds: its own threads' and those of the children it has reaped.
+
+    The reaped children's part matters: a compiler (cc1plus, a grandchild of the rank) that exits
+    takes its own time with it, and reappears only in its parent's ``cutime`` once reaped.
+    """
+    seconds: dict[int, float] = {}
     for pid in pids:
         try:
             with open(f"/proc/{pid}/stat", "rb") as handle:
                 fields = handle.read().rsplit(b")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])  # utime, stime of every thread
+            # utime, stime, cutime, cstime: fields 14-17 of proc(5), counted after the name.
+            seconds[pid] = sum(int(field) for field in fields[11:15]) / _TICK
         except (OSError, IndexError, ValueError):
             continue
-    return total / _TICK
+    return seconds
 
 
 class BusyWatch:
     """Samples a side's CPU time at most once a window; ``busy()`` says whether the last full
-    window was working."""
+    window was working.
+
+    A window's work is the sum of each process's increase since the last sample, never a
+    difference of totals: when a process exits, its time leaves the total, and a side whose
+    compiler had just finished read as idle (a negative window) in the instant before the rank
+    reported the build's failure; the launcher then called a failed build a deadlock (CI,
+    2026-11-27). A reaped child's time may count twice (in its own samples, then in its parent's
+    ``cutime``): that errs toward working, which buys a side at most the build limit.
+    """
 
     def __init__(self) -> None:
         self.sampled_at = time.monotonic()
-        self.cpu = 0.0
+        self.seen: dict[int, float] = {}
         self.working = False
 
     def busy(self, pids: list[int]) -> bool:
         now = time.monotonic()
         if now - self.sampled_at >= WINDOW_S:
-            cpu = cpu_seconds(pids)
-            self.working = cpu - self.cpu >= BUSY_SHARE * (now - self.sampled_at)
-            self.sampled_at, self.cpu = now, cpu
+            sample = cpu_seconds(pids)
+            work = sum(max(0.0, seconds - self.seen.get(pid, 0.0)) for pid, seconds in sample.items())
+            self.working = work >= BUSY_SHARE * (now - self.sampled_at)
+            self.sampled_at, self.seen = now, sample
         return self.working
