@@ -23,6 +23,9 @@ def new_token() -> str:
 READY = "ready"
 STEP = "step"
 TIMES = "times"
+# A judged block's call is done and its outputs are in their slot: the judge may copy them and
+# only then releases the next call's inputs (evaluator/judge/driver.py).
+CALLED = "called"
 WAITING = "waiting"  # the rank waits for the parent's timing commands
 ERROR = "error"
 DONE = "done"

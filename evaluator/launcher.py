@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from .channel import BUILD, BUILT, DONE, ERROR, READY, STEP, TIMES, WAITING, new_token, parse_lines
+from .channel import BUILD, BUILT, CALLED, DONE, ERROR, READY, STEP, TIMES, WAITING, new_token, parse_lines
 from .config import Limits, ResourceLimits
 from .job import CHECKED_CALLS, CHECKED_COPIES, RankJob
 from .judge.liveness import BusyWatch
@@ -73,6 +73,7 @@ class SideRun(SideDiagnosis):
         self.fingerprints: dict[tuple[int, str, int], list[dict[str, Any]]] = {}  # (task, step, rank)
         self.blocks: dict[tuple[int, int], dict[str, Any]] = {}  # (block, rank) -> its TIMES event
         self.duplicate_blocks: list[tuple[int, int]] = []  # (block, rank) answered more than once
+        self.called: list[tuple[int, int, int]] = []  # (rank, block, call) said done, not yet taken
         self.failure: Optional[Failure] = None
         self.box: Any = None
         self.selector: Optional[selectors.BaseSelector] = None
@@ -213,6 +214,21 @@ class SideRun(SideDiagnosis):
                 os.write(state.command_fd, (json.dumps(payload) + "\n").encode())  # type: ignore[arg-type]
             except (OSError, TypeError):
                 pass  # the rank is gone: its exit is what we report
+
+    def take_called(self) -> list[tuple[int, int, int]]:
+        """The (rank, block, call) each rank said it finished since the last look."""
+        called, self.called = self.called, []
+        return called
+
+    def send_to(self, rank: int, payload: dict[str, Any]) -> None:
+        """One more command to one rank within the command it is answering: no deadline moves."""
+        fd = self.ranks[rank].command_fd
+        if fd is None:
+            return
+        try:
+            os.write(fd, (json.dumps(payload) + "\n").encode())
+        except OSError:
+            pass  # the rank is gone: its exit is what we report
 
     def freeze(self) -> bool:
         return self.box is not None and self.box.freeze()
@@ -365,7 +381,13 @@ class SideRun(SideDiagnosis):
         kind = event.get("event")
         if event.pop("token", None) != self.token:
             return  # stray or forged writes to the channel prove nothing
-        if kind not in (READY, STEP, TIMES, WAITING, DONE, ERROR, BUILD, BUILT):
+        if kind not in (READY, STEP, TIMES, WAITING, DONE, ERROR, BUILD, BUILT, CALLED):
+            return
+        if kind == CALLED:
+            # Only the judge acts on it (it releases the next call's inputs); a claim proves
+            # nothing and extends no deadline: the judge copies the call's outputs as it stands.
+            if self.job.get("driven") and isinstance(event.get("block"), int) and isinstance(event.get("call"), int):
+                self.called.append((state.rank, event["block"], event["call"]))
             return
         now = state.last_progress = time.monotonic()
         if kind in (BUILD, BUILT):

@@ -4,8 +4,9 @@ Two shared memories per rank and side (evaluator/shared_memory: memory files on 
 allocations on the rank's GPU), made here and handed to the rank at start: the input buffer (one
 region per call of a block) and the output buffer (one slot per call). The rank can write both;
 so the judge keeps its own copy of every input it wrote and compares after each block, and reads
-an output slot only while the side stands frozen (and, on a GPU, quiet), bounded by the slot's
-size before any byte is interpreted.
+an output slot once the rank has said the call is done (before it releases the next call's
+inputs) or while the side stands frozen, bounded by the slot's size before any byte is
+interpreted.
 """
 
 from __future__ import annotations
@@ -63,7 +64,9 @@ class RankBuffers:
     def slot(self, call: int) -> int:
         return call * self.slot_bytes
 
-    def write_inputs(self, call: int, inputs: dict[str, Any]) -> WrittenCall:
+    def stage_inputs(self, call: int, inputs: dict[str, Any]) -> WrittenCall:
+        """Our copy of one call's inputs and where they go; nothing reaches the buffer before
+        ``release`` (the rank must not see a call's inputs before the call before it is done)."""
         base = call * self.region
         offset = base
         tensors: dict[str, tuple[torch.Tensor, int, int]] = {}
@@ -73,8 +76,6 @@ class RankBuffers:
                 data = value.detach().contiguous().to(self.device)
                 nbytes = data.numel() * data.element_size()
                 entries.append([name, dtype_name(data.dtype), list(data.shape), offset, nbytes])
-                if nbytes:
-                    self.input.view(offset, nbytes).copy_(data.reshape(-1).view(torch.uint8))
                 tensors[name] = (data, offset, nbytes)
                 offset = aligned(offset + nbytes)
             else:
@@ -82,6 +83,14 @@ class RankBuffers:
         if offset - base > self.region:
             raise ValueError(f"a call's inputs take {offset - base} bytes, more than the {self.region} measured")
         return WrittenCall({"tensors": entries, "values": values}, tensors)
+
+    def release(self, written: WrittenCall) -> None:
+        """Write a staged call's inputs into the buffer, finished before this returns."""
+        for data, offset, nbytes in written.tensors.values():
+            if nbytes:
+                self.input.view(offset, nbytes).copy_(data.reshape(-1).view(torch.uint8))
+        if self.device != "cpu":
+            torch.cuda.synchronize(self.device)  # the rank reads them once we say go
 
     def changed_inputs(self, written: WrittenCall, may_overwrite: tuple[str, ...]) -> list[str]:
         """Inputs whose bytes in the buffer are no longer the ones we wrote."""

@@ -1,12 +1,20 @@
 """The judge driving both sides of a CPU evaluation: trials, then timed rounds, all from here.
 
-Every command goes to a side that stands frozen with the judge's inputs already in its buffer;
-the judge's clock starts before the side is thawed and stops once it is frozen again after its
-answer, so all of the side's work, whatever thread or process does it, is on the clock, and the
-outputs the judge then reads cannot change. The other side stays frozen throughout: no side runs
-while the other is timed. After each candidate block the judge compares every input with its
-own copy and keeps a uniform random sample of the timed calls (reservoir sampling, its own
-secret randomness, decided after the calls returned): the reference recomputes exactly those.
+Every command goes to a side that stands frozen with the first call's inputs already in its
+buffer; the judge's clock starts before the side is thawed and stops once it is frozen again after
+its answer, so all of the side's work, whatever thread or process does it, is on the clock. The
+other side stays frozen throughout: no side runs while the other is timed.
+
+Within a block the judge releases inputs one call at a time: a rank that says a call is done gets
+the next call's inputs only after the judge has decided whether that call is checked and, if so,
+copied its outputs. A call's inputs therefore never exist before the call before it has answered,
+so a block cannot be answered by one batched computation (tests/evaluator/hostile/
+batches_the_block.py: 1.4-1.6x on CPU before), and what the judge copied cannot be changed by
+anything done later. The checked calls are a uniform random sample of the counted timed calls
+(reservoir sampling, the judge's own secret randomness, decided once the call returned); the
+reference recomputes exactly those. The reference's blocks get the same round trips and, call for
+call, as many copies (a shadow sample thrown away), so neither side carries the other's costs.
+After each block the judge compares every input with its own copy.
 """
 
 from __future__ import annotations
@@ -74,30 +82,48 @@ class Judge:
         self.buffers = buffers
         self.step_s = step_s
         self.checked = CheckedCalls(CHECKED_CALLS)
+        self.shadow = CheckedCalls(CHECKED_CALLS)  # the reference's: copied alike, then thrown away
         self.block_id = 0
         self.quiet = quiet  # GPUs: the clock stops only once the side left no work on them
 
     # -- one command ----------------------------------------------------------------------
-    def write(self, side: str, seeds: list[int]) -> list[list[WrittenCall]]:
-        """Each rank's inputs for calls with these seeds, into its buffer (the side is frozen)."""
-        return [[rank_buffers.write_inputs(i, self.maker.make(rank, seed)) for i, seed in enumerate(seeds)]
+    def stage(self, side: str, seeds: list[int]) -> list[list[WrittenCall]]:
+        """Each rank's inputs for calls with these seeds, made and kept by us; none released."""
+        return [[rank_buffers.stage_inputs(i, self.maker.make(rank, seed)) for i, seed in enumerate(seeds)]
                 for rank, rank_buffers in enumerate(self.buffers[side])]
 
     def run_calls(self, run: SideRun, other: Optional[SideRun], side: str, written: list[list[WrittenCall]],
-                  within_s: float, what: str, builds: bool = False) -> float:
-        """Thaw the side, have it run the calls, wait for its answer, freeze it: our seconds."""
+                  within_s: float, what: str, builds: bool = False,
+                  on_called: Optional[Callable[[int, int], None]] = None) -> float:
+        """Release the first call's inputs, thaw the side, have it run the calls, releasing each
+        next call's inputs to a rank once ``on_called(rank, call)`` has taken what it wants of the
+        call that rank finished; wait for its answer, freeze it: our seconds."""
         self.block_id += 1
-        commands = [{"cmd": "calls", "block": self.block_id,
+        block = self.block_id
+        commands = [{"cmd": "calls", "block": block,
                      "calls": [{"inputs": w.manifest, "slot": self.buffers[side][rank].slot(i),
                                 "capacity": self.buffers[side][rank].slot_bytes} for i, w in enumerate(calls)]}
                     for rank, calls in enumerate(written)]
+        for rank, calls in enumerate(written):
+            self.buffers[side][rank].release(calls[0])
+        released = [0] * len(written)  # per rank: the last call whose inputs it has
+        last = len(written[0]) - 1
+        run.take_called()  # a stale claim from an earlier block releases nothing
         started = time.perf_counter()
         run.thaw()
         run.command_each(commands, within_s=within_s, what=what, builds=builds)
         while not run.waiting():
-            failure = run.poll(0.02)
+            failure = run.poll(0.02 if last == 0 else 0.002)
             if failure is not None:
                 raise DrivenFailure(side, failure)
+            for rank, said_block, call in run.take_called():
+                if said_block != block or call != released[rank] or call >= last:
+                    continue  # not the call this rank runs now: a claim that releases nothing
+                if on_called is not None:
+                    on_called(rank, call)
+                self.buffers[side][rank].release(written[rank][call + 1])
+                released[rank] = call + 1
+                run.send_to(rank, {"cmd": "go", "block": block, "call": call + 1})
             if other is not None and (failure := other.poll(0)) is not None:
                 raise DrivenFailure("reference" if side == "candidate" else "candidate", failure)
         if not run.freeze():
@@ -113,6 +139,11 @@ class Judge:
         seconds = time.perf_counter() - started
         if (twice := answered_twice(run)) is not None:
             raise DrivenFailure(side, twice)
+        if (short := next((rank for rank, done in enumerate(released) if done != last), None)) is not None:
+            raise DrivenFailure(side, make_failure(
+                FailureClass.PROTOCOL_VIOLATION,
+                f"rank {short} answered {what} after {released[short] + 1} of its {last + 1} calls: the "
+                "harness answers a block after its last call", rank=short))
         return seconds
 
     # -- what the judge reads back ------------------------------------------------------------
@@ -126,14 +157,16 @@ class Judge:
                         f"rank {rank}: input `{changed[0]}` was modified in {what[i]}; only "
                         f"{list(self.may_overwrite) or 'no inputs'} may be overwritten", rank=rank))
 
-    def save_outputs(self, call: int, label: str, what: str) -> None:
-        for rank, rank_buffers in enumerate(self.buffers["candidate"]):
-            try:
-                outputs = rank_buffers.read_outputs(call)
-            except OutputError as exc:
-                raise DrivenFailure("candidate", make_failure(
-                    FailureClass.PROTOCOL_VIOLATION, f"rank {rank}, {what}: {exc}", rank=rank)) from None
-            torch.save([t.cpu() for t in outputs], self.outputs_dir / f"task0_{label}_rank{rank}.pt")
+    def copy_outputs(self, side: str, rank: int, call: int, what: str) -> list[torch.Tensor]:
+        try:
+            return self.buffers[side][rank].read_outputs(call)
+        except OutputError as exc:
+            raise DrivenFailure(side, make_failure(
+                FailureClass.PROTOCOL_VIOLATION, f"rank {rank}, {what}: {exc}", rank=rank)) from None
+
+    def save_outputs(self, label: str, outputs: list[list[torch.Tensor]]) -> None:
+        for rank, rank_outputs in enumerate(outputs):
+            torch.save([t.cpu() for t in rank_outputs], self.outputs_dir / f"task0_{label}_rank{rank}.pt")
 
     def drop_outputs(self, label: str) -> None:
         for path in self.outputs_dir.glob(f"task0_{label}_rank*.pt"):
@@ -142,29 +175,53 @@ class Judge:
     # -- the phases ---------------------------------------------------------------------------
     def trials(self, run: SideRun, seeds: list[int]) -> None:
         """The candidate's correctness trials, one command each; every output is kept."""
+        ranks = len(self.buffers["candidate"])
         for index, seed in enumerate(seeds):
-            written = self.write("candidate", [seed])
+            written = self.stage("candidate", [seed])
             self.run_calls(run, None, "candidate", written, within_s=self.step_s, what=f"trial {index}",
                            builds=True)
             self.check_inputs(written, [f"trial {index}"])
-            self.save_outputs(0, f"trial{index}", f"trial {index}")
+            self.save_outputs(f"trial{index}", [self.copy_outputs("candidate", rank, 0, f"trial {index}")
+                                                for rank in range(ranks)])
             self.progress("candidate", "step", f"trial {index}")
 
     def progress(self, side: str, event: str, step: str) -> None:
         if self.on_progress is not None:
             self.on_progress(side, {"event": event, "step": step, "task": 0})
 
-    def after_timed_block(self, written: list[list[WrittenCall]], first_call: int, counted: bool) -> None:
-        calls = len(written[0])
-        self.check_inputs(written, [f"timed call {first_call + i}" for i in range(calls)])
-        if not counted:
-            return
-        for i in range(calls):
-            keep, dropped = self.checked.offer(first_call + i)
-            if dropped is not None:
-                self.drop_outputs(f"timed{dropped}")
-            if keep:
-                self.save_outputs(i, f"timed{first_call + i}", f"timed call {first_call + i}")
+    def timed_block(self, run: SideRun, other: SideRun, side: str, seeds: list[int], first_call: int,
+                    counted: bool, within_s: float) -> float:
+        """One timed block: each counted call is offered to the checked sample as its ranks say
+        it is done, and a kept call's outputs are copied then (the last call's once the side is
+        frozen); the reference's counted calls feed a shadow sample, copied the same way."""
+        written = self.stage(side, seeds)
+        sample = self.checked if side == "candidate" else self.shadow
+        ranks, calls = len(written), len(seeds)
+        decided: dict[int, tuple[bool, Optional[int]]] = {}
+        copies: dict[int, list[Optional[list[torch.Tensor]]]] = {}
+
+        def on_called(rank: int, call: int) -> None:
+            if not counted:
+                return
+            if call not in decided:
+                decided[call] = sample.offer(first_call + call)
+                copies[call] = [None] * ranks
+            if decided[call][0]:
+                copies[call][rank] = self.copy_outputs(side, rank, call, f"timed call {first_call + call}")
+
+        seconds = self.run_calls(run, other, side, written, within_s=within_s,
+                                 what=f"timed block {self.block_id + 1}", on_called=on_called)
+        for rank in range(ranks):
+            on_called(rank, calls - 1)  # the side stands frozen: its last call's outputs are final
+        if side == "candidate":
+            self.check_inputs(written, [f"timed call {first_call + i}" for i in range(calls)])
+            kept = set(self.checked.kept)
+            for call, (keep, dropped) in decided.items():
+                if dropped is not None and dropped < first_call:
+                    self.drop_outputs(f"timed{dropped}")  # saved by an earlier block
+                if keep and first_call + call in kept:
+                    self.save_outputs(f"timed{first_call + call}", copies[call])  # type: ignore[arg-type]
+        return seconds
 
 
 class JudgedTimer(PairedTimer):
@@ -188,13 +245,11 @@ class JudgedTimer(PairedTimer):
         calls = max(1, min(calls, self.max_calls))
         first = side.calls
         name = side.name
-        written = self.judge.write(name, [call_seed(self.timing_seed, first + i) for i in range(calls)])
         expected_s = calls * side.per_call_ms / 1e3
         other = self.ref.run if side is self.cand else self.cand.run
-        seconds = self.judge.run_calls(side.run, other, name, written, within_s=self.step_s + 20 * expected_s,
-                                       what=f"timed block {self.judge.block_id + 1}")
-        if side is self.cand:
-            self.judge.after_timed_block(written, first, self.counting)
+        seconds = self.judge.timed_block(side.run, other, name,
+                                         [call_seed(self.timing_seed, first + i) for i in range(calls)],
+                                         first, self.counting, within_s=self.step_s + 20 * expected_s)
         side.calls += calls
         side.copies = self.max_calls
         ranks = len(side.run.ranks)

@@ -30,6 +30,7 @@ SANDBOX_HOST_ID = int(os.environ.get("PKB_SANDBOX_HOST_ID", "1610612736"))
 INIT_NICE = -10  # a higher priority than the ranks' (nice 0), which they cannot take
 RANK_ID_INSIDE = 1000  # the ranks' id in the init's namespace, when there are two to map
 SETUP_TIMEOUT_S = 90.0
+OOM_CHECK_S = 0.05  # between two readings of the side's OOM-kill count while nothing else happens
 FREEZE_TIMEOUT_S = 10.0  # the init's sweep gives up after 5 s and says so  # generous: a loaded host can stall process start for a long time
 ENTRY = (f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); "
          "from evaluator.sandbox.init import main; main()")
@@ -51,6 +52,7 @@ class ConfinedBox:
         self.pending: list[dict[str, Any]] = []
         self.cgroup: Optional[SideCgroup] = None
         self.oom_reported = False
+        self.oom_checked_at = 0.0
         self.lost = False
 
     def start(self, launches: list[RankLaunch]) -> None:
@@ -168,12 +170,24 @@ class ConfinedBox:
             # The init died: the kernel killed the whole side with it.
             self.lost = True
             news.append({"event": "lost", "message": str(exc)})
-        if self.cgroup is not None and not self.oom_reported and self.cgroup.oom_kills():
+        if self.cgroup is not None and not self.oom_reported and self._oom_check_due(news) \
+                and self.cgroup.oom_kills():
             self.oom_reported = True
             news.insert(0, {"event": "limit", "what": "memory", "rank": None,
                             "message": f"the side reached its cap of {self.cgroup.limit_bytes / 2**30:.3g} GiB "
                                        "of host memory (all ranks, their files and disk together)"})
         return [e for e in news if e.get("event") in ("exit", "limit", "lost")]
+
+    def _oom_check_due(self, news: list[dict[str, Any]]) -> bool:
+        """Whether to read the cgroup's OOM count now: whenever the init reported something (a
+        process's exit among others, so that a kill for memory is named as one), else at most every
+        OOM_CHECK_S. The judge polls between every two calls of a block, and reading a cgroup file
+        cost more than the rest of the poll (py-spy, 2026-11-27)."""
+        now = time.monotonic()
+        if news or now - self.oom_checked_at >= OOM_CHECK_S:
+            self.oom_checked_at = now
+            return True
+        return False
 
     def dump_stacks(self) -> None:
         self._command("dump")

@@ -1,16 +1,20 @@
 """The rank's half of a judged phase: answer the judge's ``calls`` commands until ``finish``.
 
 A command lists calls; each names its inputs (a manifest of the input buffer) and the output
-slot to fill. The rank runs them back to back and answers once, after the last: the judge's clock
-runs from before it sends the command until the side stands frozen after the answer, so this
-loop can neither shorten what is measured nor change outputs after it (docs/judge.md).
+slot to fill. Only the first call's inputs are in the buffer when the command comes: after each
+call the rank says ``called``, and the judge, once it has taken what it wants of that call's
+outputs, writes the next call's inputs and says ``go``. So no call's inputs exist before the call
+before it has answered, and a block cannot be answered with one batched collective. The rank
+answers the block once, after the last call: the judge's clock runs from before it sends the
+command until the side stands frozen after the answer, so this loop can neither shorten what is
+measured nor change outputs after it (docs/judge.md).
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..channel import TIMES, WAITING
+from ..channel import CALLED, TIMES, WAITING
 from .buffers import SharedBuffers
 
 
@@ -23,16 +27,27 @@ def serve_calls(runner: Any, buffers: SharedBuffers, commands: Any,
     while True:
         command = commands.next()
         if command["cmd"] == "calls":
-            for call in command["calls"]:
+            block, calls = command.get("block"), command["calls"]
+            for index, call in enumerate(calls):
+                if index:
+                    _wait_for_go(commands, block, index)
                 inputs = buffers.inputs(call["inputs"])
                 if call.get("align", True):
                     runner.align()
                 outputs = as_outputs(runner.call(inputs))
                 synchronize()
                 buffers.write_outputs(outputs, int(call["slot"]), int(call["capacity"]))
-            ctx.channel.send(TIMES, task=task, block=command.get("block"))
+                if index + 1 < len(calls):
+                    ctx.channel.send(CALLED, task=task, block=block, call=index)
+            ctx.channel.send(TIMES, task=task, block=block)
         elif command["cmd"] == "finish":
             on_finish(command)
             return
         else:
             raise SystemExit(f"unknown command from the judge: {command['cmd']!r}")
+
+
+def _wait_for_go(commands: Any, block: Any, index: int) -> None:
+    command = commands.next()
+    if command.get("cmd") != "go" or command.get("block") != block or command.get("call") != index:
+        raise SystemExit(f"the judge said {command!r} where call {index} of block {block} was to start")

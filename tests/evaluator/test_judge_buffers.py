@@ -32,7 +32,8 @@ def test_inputs_and_outputs_cross_both_ways_unchanged(pair):
     judge, rank = pair
     inputs = {"x": torch.randn(7, 5, dtype=torch.bfloat16), "idx": torch.arange(9), "flag": torch.tensor([True]),
               "k": 3, "shape": (2, 3), "dtype": torch.float32}
-    written = judge.write_inputs(1, inputs)
+    written = judge.stage_inputs(1, inputs)
+    judge.release(written)
     seen = rank.inputs(json.loads(json.dumps(written.manifest)))
     for name in ("x", "idx", "flag"):
         assert torch.equal(seen[name], inputs[name]) and seen[name].dtype == inputs[name].dtype
@@ -47,7 +48,8 @@ def test_inputs_and_outputs_cross_both_ways_unchanged(pair):
 
 def test_an_input_written_over_in_the_buffer_is_named(pair):
     judge, rank = pair
-    written = judge.write_inputs(0, {"x": torch.ones(16), "y": torch.ones(16)})
+    written = judge.stage_inputs(0, {"x": torch.ones(16), "y": torch.ones(16)})
+    judge.release(written)
     seen = rank.inputs(written.manifest)
     seen["y"].add_(1)
     assert judge.changed_inputs(written, may_overwrite=()) == ["y"]
@@ -108,3 +110,13 @@ def test_the_checked_calls_are_a_uniform_sample_of_every_counted_call():
 def test_the_bound_on_passing_while_honest_on_a_fraction():
     assert pass_probability_bound(64, 0.9) == pytest.approx(0.00118, rel=1e-2)
     assert pass_probability_bound(64, 0.5) < 1e-18
+
+
+def test_a_staged_call_is_not_in_the_buffer_until_it_is_released(pair):
+    """What the rank could read of a call before the judge releases it: nothing of its inputs."""
+    judge, rank = pair
+    written = judge.stage_inputs(1, {"x": torch.full((64,), 7.0)})
+    seen = rank.inputs(written.manifest)
+    assert not torch.equal(seen["x"], torch.full((64,), 7.0))
+    judge.release(written)
+    assert torch.equal(seen["x"], torch.full((64,), 7.0))  # a view of the buffer: now it holds them

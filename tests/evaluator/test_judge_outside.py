@@ -37,6 +37,20 @@ def test_harness_code_replaced_in_the_rank_decides_nothing():
     failed_as(run("replaces_harness_code"), "value_mismatch", "timed call")
 
 
+def test_a_block_answered_with_one_batched_collective_is_caught_on_a_drawn_call():
+    # All of a block's inputs used to be in the buffer before its first call: one all-reduce of
+    # them all answered every call correctly, at 1.4-1.6x on this machine. Now each call's inputs
+    # appear only after the call before it answered: what the attack reads ahead is stale.
+    failed_as(run("batches_the_block"), "value_mismatch", "timed call")
+
+
+def test_a_block_answered_before_its_last_call_is_a_protocol_violation():
+    # Forged in the harness's name after the first of several calls: the judge would have frozen
+    # the side and stopped its clock with the block's other calls still to run.
+    message = failed_as(run("answers_block_early"), "protocol_violation", "timed block")
+    assert "after 1 of its" in message
+
+
 def test_no_rank_holds_a_salt_to_rebuild_its_peers_inputs():
     # With the salt the attack sums every rank's rebuilt inputs and passes; without, it cannot.
     failed_as(run("looks_for_the_salt", timing=False), "value_mismatch", "trial 0")
