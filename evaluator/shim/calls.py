@@ -38,6 +38,7 @@ def serve_calls(runner: Any, buffers: SharedBuffers, commands: Any,
                 synchronize()
                 buffers.write_outputs(outputs, int(call["slot"]), int(call["capacity"]))
                 if index + 1 < len(calls):
+                    synchronize()  # on a GPU the slot's copy runs on the rank's stream: the judge reads it next
                     ctx.channel.send(CALLED, task=task, block=block, call=index)
             ctx.channel.send(TIMES, task=task, block=block)
         elif command["cmd"] == "finish":
