@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from portal.leaderboards.metrics import Attempt, score_model
-from portal.leaderboards.services import (ScoredTrack, Track, category_matrix, category_table,
+from portal.leaderboards.services import (COUNTED_PER_PROBLEM, ScoredTrack, Track, category_matrix, category_table,
                                           comparison_charts, model_table, per_problem_table, scores)
 
 PROBLEMS = {"a": ["collective"], "b": ["tensor", "sequence"], "c": ["expert"], "d": ["tensor"],
@@ -100,7 +100,8 @@ def test_a_cpu_model_table_marks_the_speed_columns_not_ranked_and_says_how_it_is
     assert "ranked by correctness" in table.title
     assert [r["model"] for r in table.rows] == ["broad", "fast"]
     on_gpu = model_table(gpu, scores(gpu))
-    assert not any(c.label.endswith(" *") for c in on_gpu.columns) and on_gpu.note == ""
+    assert not any(c.label.endswith(" *") for c in on_gpu.columns)
+    assert on_gpu.note == COUNTED_PER_PROBLEM and table.note.endswith(COUNTED_PER_PROBLEM)
     assert "* not ranked: CPU smoke test" in table.note
     assert {c.key for c in on_gpu.columns} == set(keys)  # the API's fields are the same on both
 
