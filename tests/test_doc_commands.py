@@ -38,6 +38,8 @@ CLASSES: list[tuple[str, str]] = [
     (".venv/bin/pkb probe --device cuda", "gpu"),
     (".venv/bin/python scripts/exact/calibration.py", "minutes"),
     (".venv/bin/python scripts/bench/freeze_cost.py", "run"),  # 30 freezes of a two-rank side
+    (".venv/bin/python scripts/bench/judge_overhead.py", "slow"),  # bare loops beside whole evaluations
+    ("python3 scripts/bench/judge_overhead.py", "gpu"),
     (".venv/bin/python scripts/bench/", "services"),  # a PostgreSQL database of 100,000 rows
     (".venv/bin/python scripts/container/", "setup"),  # writes a container runtime's profile
     (".venv/bin/python -m gunicorn", "services"),
