@@ -115,7 +115,7 @@ class RankBuffers:
             entries = header["outputs"]
             if not isinstance(entries, list) or len(entries) > MAX_OUTPUTS:
                 raise ValueError
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):  # deep nesting recurses past the limit
             raise OutputError("the outputs' description is not the harness's") from None
         outputs, end = [], HEADER_BYTES
         for entry in entries:

@@ -88,6 +88,16 @@ def test_a_forged_description_is_refused_before_any_data_is_read(pair, entries, 
         judge.read_outputs(0)
 
 
+def test_a_description_nested_past_the_decoders_recursion_limit_is_refused(pair):
+    # json.loads raises RecursionError, no ValueError, on "[" * 60000: it used to escape the judge.
+    judge, _ = pair
+    body = b"[" * (HEADER_BYTES - 8)
+    raw = bytearray(struct.pack("<I", len(body)) + body)
+    judge.output.view(0, len(raw)).copy_(torch.frombuffer(raw, dtype=torch.uint8))
+    with pytest.raises(OutputError, match="not the harness's"):
+        judge.read_outputs(0)
+
+
 def test_an_empty_slot_is_no_outputs(pair):
     judge, _ = pair
     with pytest.raises(OutputError, match="no outputs"):
