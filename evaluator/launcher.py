@@ -24,7 +24,7 @@ from typing import Any, Callable, Optional
 from .channel import BUILD, BUILT, CALLED, DONE, ERROR, READY, STEP, TIMES, WAITING, new_token, parse_lines
 from .config import Limits, ResourceLimits
 from .job import CHECKED_CALLS, CHECKED_COPIES, RankJob
-from .judge.liveness import BusyWatch
+from .judge.liveness import BusyWatch, side_cpu_seconds
 from .report import Failure, FailureClass, make_failure
 from .sandbox import RankLaunch, SandboxError, open_box
 from .sandbox.box import OutputRules
@@ -74,6 +74,7 @@ class SideRun(SideDiagnosis):
         self.blocks: dict[tuple[int, int], dict[str, Any]] = {}  # (block, rank) -> its TIMES event
         self.duplicate_blocks: list[tuple[int, int]] = []  # (block, rank) answered more than once
         self.called: list[tuple[int, int, int]] = []  # (rank, block, call) said done, not yet taken
+        self.stray: Optional[Failure] = None  # a judged side's status channel carried someone else's lines
         self.failure: Optional[Failure] = None
         self.box: Any = None
         self.selector: Optional[selectors.BaseSelector] = None
@@ -230,6 +231,12 @@ class SideRun(SideDiagnosis):
         except OSError:
             pass  # the rank is gone: its exit is what we report
 
+    def cpu_seconds(self) -> float:
+        """Processor seconds the side's processes used so far, reaped children's included."""
+        if self.box is None:
+            return 0.0
+        return side_cpu_seconds(self.box.process_ids(), self.box.reaper_id())
+
     def freeze(self) -> bool:
         return self.box is not None and self.box.freeze()
 
@@ -248,6 +255,9 @@ class SideRun(SideDiagnosis):
         if self.failure is not None:
             return self.failure
         self._read(self.selector, timeout)
+        if self.stray is not None:
+            self.failure = self.stray
+            return self.failure
         now = time.monotonic()
         self._box_events(self.selector, self.box, now)
         for state in self.ranks:
@@ -343,8 +353,23 @@ class SideRun(SideDiagnosis):
                 events, state.buffer = parse_lines(state.buffer + chunk)
                 if len(state.buffer) > MAX_LINE_BYTES:
                     state.buffer = b""  # no real message is this long: never let a rank fill our memory
+                    self._stray_line(state, "a line of more than 1 MiB")
                 for event in events:
-                    self._on_event(state, event)
+                    try:
+                        self._on_event(state, event)
+                    except (ValueError, TypeError, KeyError, AttributeError):
+                        # A message with the token whose fields are not what the harness writes.
+                        self._stray_line(state, f"a {str(event.get('event'))[:40]!r} message with fields of the wrong type")
+
+    def _stray_line(self, state: RankState, what: str) -> None:
+        """Something other than the harness wrote to a rank's status channel. The harness writes
+        only its own messages there, so on a judged side that is the candidate's doing, and it
+        ends the side: such lines cost the judge time to read (parsed junk used to land on the
+        reference's clock, red-team attack floods_status_pipe) and prove nothing."""
+        if self.buffers is not None and self.stray is None:
+            self.stray = make_failure(FailureClass.PROTOCOL_VIOLATION,
+                                      f"rank {state.rank}'s status channel carried {what}; only the harness "
+                                      "writes there", rank=state.rank)
 
     def _drain(self, selector: selectors.BaseSelector) -> None:
         """Read whatever is already in the pipes, without waiting."""
@@ -380,7 +405,12 @@ class SideRun(SideDiagnosis):
         event["rank"] = state.rank
         kind = event.get("event")
         if event.pop("token", None) != self.token:
-            return  # stray or forged writes to the channel prove nothing
+            # Stray or forged writes prove nothing; on a judged side they end it (_stray_line).
+            if kind == "garbage":
+                self._stray_line(state, f"{str(event.get('raw', ''))[:60]!r} (not a message)")
+            else:
+                self._stray_line(state, f"a {str(kind)[:40]!r} message without the channel's token")
+            return
         if kind not in (READY, STEP, TIMES, WAITING, DONE, ERROR, BUILD, BUILT, CALLED):
             return
         if kind == CALLED:

@@ -40,6 +40,9 @@ from .quiet import DeviceQuiet
 # fit): host memory on CPU; on a GPU, memory of the rank's GPU (both sides': 16 GiB of an H100's 80).
 BUFFER_BUDGET_BYTES = 1 << 30
 GPU_BUFFER_BUDGET_BYTES = 8 << 30
+# Processor time a stopped side may seem to use while the other is timed: /proc counts in ticks of
+# 10 ms, and a stopped process gets none; two allow for a tick read as it turned.
+FROZEN_CPU_S = 0.02
 
 
 @dataclass
@@ -109,6 +112,11 @@ class Judge:
         released = [0] * len(written)  # per rank: the last call whose inputs it has
         last = len(written[0]) - 1
         run.take_called()  # a stale claim from an earlier block releases nothing
+        # The candidate stands frozen while the reference is timed: its processor time must not
+        # move meanwhile. Nothing of it is read during the block (its pipes wait): lines it left
+        # there would cost the judge time on the reference's clock.
+        watched = other if other is not None and side == "reference" else None
+        frozen_cpu = watched.cpu_seconds() if watched is not None else 0.0
         started = time.perf_counter()
         run.thaw()
         run.command_each(commands, within_s=within_s, what=what, builds=builds)
@@ -124,8 +132,6 @@ class Judge:
                 self.buffers[side][rank].release(written[rank][call + 1])
                 released[rank] = call + 1
                 run.send_to(rank, {"cmd": "go", "block": block, "call": call + 1})
-            if other is not None and (failure := other.poll(0)) is not None:
-                raise DrivenFailure("reference" if side == "candidate" else "candidate", failure)
         if not run.freeze():
             raise DrivenFailure(side, make_failure(
                 FailureClass.PROTOCOL_VIOLATION,
@@ -137,6 +143,11 @@ class Judge:
                 f"the {side} left work running on GPU {busy} for {within_s:.0f} s after it answered "
                 f"{what} and its processes were stopped (no side may run while the other is timed)"))
         seconds = time.perf_counter() - started
+        if watched is not None and (used := watched.cpu_seconds() - frozen_cpu) >= FROZEN_CPU_S:
+            raise DrivenFailure("candidate", make_failure(
+                FailureClass.PROTOCOL_VIOLATION,
+                f"the candidate's processes used {used * 1e3:.0f} ms of processor while they stood stopped, "
+                f"during the reference's {what} (work that escapes the freeze runs beside the other side)"))
         if (twice := answered_twice(run)) is not None:
             raise DrivenFailure(side, twice)
         if (short := next((rank for rank, done in enumerate(released) if done != last), None)) is not None:

@@ -21,6 +21,17 @@ WINDOW_S = 1.0
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
+def _times(pid: int) -> tuple[int, int, int, int] | None:
+    """utime, stime, cutime, cstime of a process, in clock ticks (fields 14-17 of proc(5))."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        utime, stime, cutime, cstime = (int(field) for field in fields[11:15])
+    except (OSError, IndexError, ValueError):
+        return None
+    return utime, stime, cutime, cstime
+
+
 def cpu_seconds(pids: Iterable[int]) -> dict[int, float]:
     """Each process's CPU seconds: its own threads' and those of the children it has reaped.
 
@@ -29,14 +40,20 @@ def cpu_seconds(pids: Iterable[int]) -> dict[int, float]:
     """
     seconds: dict[int, float] = {}
     for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as handle:
-                fields = handle.read().rsplit(b")", 1)[1].split()
-            # utime, stime, cutime, cstime: fields 14-17 of proc(5), counted after the name.
-            seconds[pid] = sum(int(field) for field in fields[11:15]) / _TICK
-        except (OSError, IndexError, ValueError):
-            continue
+        if (times := _times(pid)) is not None:
+            seconds[pid] = sum(times) / _TICK
     return seconds
+
+
+def side_cpu_seconds(pids: Iterable[int], reaper: int | None = None) -> float:
+    """All the processor time of a side's processes and of the children they reaped, and of
+    ``reaper`` (the side's init) only what its reaped children used: its own is the judge's work.
+    While the side stands stopped, this does not grow, unless the side escaped the freeze (a
+    process killed by a timer it armed still runs its exit, red-team attack dies_while_frozen)."""
+    total = sum(cpu_seconds(pids).values())
+    if reaper is not None and (times := _times(reaper)) is not None:
+        total += (times[2] + times[3]) / _TICK
+    return total
 
 
 class BusyWatch:

@@ -66,6 +66,10 @@ class Box(Protocol):
     def process_ids(self) -> list[int]:
         """Host ids of the side's processes (for the judge's CPU-time reading)."""
 
+    def reaper_id(self) -> Optional[int]:
+        """Host id of the process of ours that reaps the side's ranks and orphans (its reaped
+        children's time is the side's), or None."""
+
     def freeze(self) -> bool:
         """Stop every process of the side; True once every thread of them stands still."""
 

@@ -207,6 +207,9 @@ class ConfinedBox:
 
         return [pid for pid in descendants([self.init_pid]) if pid != self.init_pid]
 
+    def reaper_id(self) -> Optional[int]:
+        return self.init_pid
+
     def freeze(self) -> bool:
         """Stop every process of the side (the init's SIGSTOP sweep); True once all stand still."""
         if not self._command("freeze"):

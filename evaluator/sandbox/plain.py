@@ -109,6 +109,11 @@ class PlainBox:
     def process_ids(self) -> list[int]:
         return [pid for p in self.processes.values() if p.poll() is None for pid in _descendants(p.pid)]
 
+    def reaper_id(self) -> Optional[int]:
+        """The zygote, where the ranks were forked from it; exec'd ranks are the evaluator's own
+        children, whose reaped time is not the side's alone."""
+        return self.zygote.process.pid if self.zygote is not None else None
+
     def freeze(self) -> bool:
         """SIGSTOP to every rank and every descendant of it, again until every thread of them
         stands still. Ranks make themselves their orphans' reaper (rank_main), so a double fork

@@ -1,6 +1,7 @@
 """BROKEN on purpose (all-reduce): deadlocks (rank 0 skips the collective) while writing garbage
 and fake progress to every open file descriptor, hoping to keep the harness waiting or to forge a
-result. The harness must still report DEADLOCK within its step limit."""
+result. The judge must end it within its step limit: lines on the status channel that the harness
+never writes are a PROTOCOL_VIOLATION (a deadlock, before the judge refused them)."""
 
 from __future__ import annotations
 

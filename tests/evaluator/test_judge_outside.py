@@ -51,6 +51,23 @@ def test_a_block_answered_before_its_last_call_is_a_protocol_violation():
     assert "after 1 of its" in message
 
 
+def test_lines_only_the_harness_may_write_to_the_status_channel_end_the_side():
+    # A failing candidate's line of 100,000 "[" made the judge's parser raise RecursionError:
+    # no verdict at all. Junk left in the pipe at the end of a block was parsed while the
+    # reference was timed: 1.9x to 8.7x for honest calls (red-team attacks, 2026-11-27).
+    for attack, what in (("crashes_judge_parser", "'[[[["), ("floods_status_pipe", "(not a message)")):
+        message = failed_as(run(attack), "protocol_violation", "status channel carried")
+        assert what in message and "only the harness writes there" in message
+
+
+def test_work_that_escapes_the_freeze_while_the_reference_is_timed_fails_the_candidate():
+    # Helpers armed SIGKILL timers before the freeze; a stopped process still dies of SIGKILL, and
+    # its teardown ran beside the reference. The judge reads the candidate's processor time
+    # before and after each reference block.
+    message = failed_as(run("dies_while_frozen"), "protocol_violation", "while they stood stopped")
+    assert "during the reference's timed block" in message
+
+
 def test_no_rank_holds_a_salt_to_rebuild_its_peers_inputs():
     # With the salt the attack sums every rank's rebuilt inputs and passes; without, it cannot.
     failed_as(run("looks_for_the_salt", timing=False), "value_mismatch", "trial 0")

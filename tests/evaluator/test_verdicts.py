@@ -177,12 +177,14 @@ def test_it_catches_a_solution_that_stops_working_once_timing_starts(run_eval):
 
 
 @VERDICT_FROM_INSIDE_A_RANK
-def test_forged_messages_on_the_status_pipe_do_not_end_a_deadlock(run_eval):
+def test_forged_messages_on_the_status_pipe_end_the_side_instead_of_keeping_it_alive(run_eval):
+    # The forged "done" and "step" lines carry no token: before they counted for nothing and the
+    # hang ended as a deadlock at the step limit; now the lines themselves end the side at once.
     report, seconds = run_eval("floods_channel", limits=HUNG_FROM_THE_START)
     failure = report["failure"]
-    assert failure["failure_class"] == "deadlock", failure
-    assert "in trial 0" in failure["message"]
-    assert seconds < 3 + 60
+    assert failure["failure_class"] == "protocol_violation", failure
+    assert "status channel carried" in failure["message"]
+    assert report["verdict"] == "fail" and seconds < 3 + 60
 
 
 def test_a_hang_in_a_timed_block_is_a_deadlock_by_the_parents_deadline(run_eval):
