@@ -5,9 +5,10 @@ rank sends (candidate code runs in the rank and could forge a pickle), and reads
 ``torch.load(weights_only=True)`` from files whose hashes it took when the side finished.
 
 Every message carries a per-side token that the rank reads from its stdin before any candidate
-code is imported, so stray or forged writes to the pipe are ignored. (Code in the same process
-could still dig the token out of memory: the parent also checks that a rank which says "done"
-exits cleanly and left every output file.)
+code is imported, so stray or forged writes to the pipe prove nothing: the in-rank GPU judge
+ignores them, and a judged side (the judge outside the ranks) is failed for them, since only the
+harness writes there (launcher.SideRun._stray_line). Code in the same process could still dig the
+token out of memory: nothing a rank says decides a verdict or a time (docs/judge.md).
 """
 
 from __future__ import annotations
