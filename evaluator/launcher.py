@@ -35,6 +35,10 @@ from .side_diagnosis import SideDiagnosis
 TAIL_BYTES = 6000
 STACK_BYTES = 64_000
 MAX_LINE_BYTES = 1 << 20
+# What a side's messages can make the evaluator keep: errors and second answers (the first few say
+# all there is), and progress labels per rank (a real run writes a few hundred).
+MAX_KEPT = 16
+MAX_LABELS = 4096
 # `python -I`: no environment variables, no user site, nothing importable from the working
 # directory; the harness's packages come from the (read-only) checkout.
 RANK_ENTRY = (f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); "
@@ -75,6 +79,7 @@ class SideRun(SideDiagnosis):
         self.duplicate_blocks: list[tuple[int, int]] = []  # (block, rank) answered more than once
         self.called: list[tuple[int, int, int]] = []  # (rank, block, call) said done, not yet taken
         self.stray: Optional[Failure] = None  # a judged side's status channel carried someone else's lines
+        self.last_block = 0  # the latest block commanded: an answer to any other proves nothing
         self.failure: Optional[Failure] = None
         self.box: Any = None
         self.selector: Optional[selectors.BaseSelector] = None
@@ -186,6 +191,8 @@ class SideRun(SideDiagnosis):
         the rank works through steps again (the usual per-step limits apply)."""
         line = (json.dumps(payload) + "\n").encode()
         now = time.monotonic()
+        if isinstance(payload.get("block"), int):
+            self.last_block = payload["block"]
         for state in self.ranks:
             state.waiting = False
             state.last_progress = now
@@ -207,6 +214,8 @@ class SideRun(SideDiagnosis):
         (the first trials, where PKB's files compile), not on ``within_s``."""
         now = time.monotonic()
         for state, payload in zip(self.ranks, payloads):
+            if isinstance(payload.get("block"), int):
+                self.last_block = payload["block"]
             state.waiting = False
             state.last_progress = now
             state.deadline = now + within_s
@@ -428,21 +437,34 @@ class SideRun(SideDiagnosis):
             state.started = True
             self.ready[state.rank] = event
         elif kind == STEP:
+            if self.buffers is not None and self.side == "candidate":
+                self._stray_line(state, "a 'step' message, which a judged candidate's harness never sends")
+                return
+            if len(state.labels) >= MAX_LABELS:
+                return  # what a rank can make us keep is bounded; a real run stays far below
             state.labels.append(f"{event.get('task')}:{event.get('step')}")
-            if isinstance(event.get("fingerprints"), list):
+            # Fingerprints are how `pkb check-references` compares references (suite.py): a
+            # candidate's would be memory it makes us keep for nothing.
+            if isinstance(event.get("fingerprints"), list) and self.side == "reference":
                 self.fingerprints[(int(event.get("task") or 0), str(event.get("step")), state.rank)] = \
                     event["fingerprints"]
             state.timing = bool(event.get("timing"))
         elif kind == WAITING:
             state.waiting, state.deadline = True, None
         elif kind == TIMES and self.job.get("driven"):
-            if isinstance(event.get("block"), int):
-                key = (event["block"], state.rank)
+            block = event.get("block")
+            if self.buffers is not None and block != self.last_block:
+                self._stray_line(state, f"an answer to block {str(block)[:20]}, which the judge did not send")
+                return
+            if isinstance(block, int) and block <= self.last_block:
+                key = (block, state.rank)
                 if key in self.blocks:
                     # The harness answers each block once: a second answer was written by
                     # something else that holds the channel (candidate code, token from memory).
-                    self.duplicate_blocks.append(key)
-                self.blocks.setdefault(key, event)
+                    if len(self.duplicate_blocks) < MAX_KEPT:
+                        self.duplicate_blocks.append(key)
+                # A judged side's answer says only that the block is done: keep nothing of it.
+                self.blocks.setdefault(key, {"block": block} if self.buffers is not None else event)
             state.waiting, state.deadline = True, None
             label = f"{event.get('task')}:timing"
             if label not in state.labels:
@@ -455,7 +477,8 @@ class SideRun(SideDiagnosis):
             # Finished only once the process has also exited cleanly (see poll).
             self.done[state.rank] = event
         elif kind == ERROR:
-            self.errors.append(event)
+            if len(self.errors) < MAX_KEPT:
+                self.errors.append(event)
             self.first_problem_at = self.first_problem_at or time.monotonic()
 
     def _on_build(self, state: RankState, kind: str, now: float) -> None:

@@ -74,12 +74,13 @@ def test_no_rank_holds_a_salt_to_rebuild_its_peers_inputs():
 
 
 def test_messages_a_hung_rank_forges_do_not_keep_it_alive():
+    # Progress steps in the harness's name: a judged candidate's harness sends none, so the first
+    # ends the side. "Building" claims are what a harness may send: they buy nothing, the hang is
+    # a deadlock at the step limit (8 s, TEST_LIMITS.step_s) while the call sleeps 75 s.
     started = time.monotonic()
-    report = run("forges_heartbeats", timing=False)
-    seconds = time.monotonic() - started
-    failed_as(report, "deadlock")
-    # The trial's limit is 8 s (TEST_LIMITS.step_s); the call sleeps 75 s, beating every second.
-    assert seconds < 45, seconds
+    failed_as(run("forges_heartbeats", timing=False), "protocol_violation", "a 'step' message")
+    failed_as(run("forges_build_messages", timing=False), "deadlock")
+    assert time.monotonic() - started < 60
 
 
 def test_inputs_changed_in_a_timed_call_are_an_input_mutation():
@@ -95,6 +96,15 @@ def test_work_left_running_while_the_reference_is_timed_gains_nothing():
     # seen on a loaded host), so this bound only catches the gross gain; that the spinners stand
     # still is shown directly by tests/sandbox/test_freeze.py.
     assert report["timing"]["speedup"] < 2.5, report["timing"]["rounds"]
+
+
+def test_messages_in_the_harness_name_cannot_make_the_judge_keep_them():
+    # 600 progress steps of near 1 MiB each, sent with the token from the rank's memory: the
+    # evaluator kept every one. A judged candidate's harness sends no step: the first ends it.
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    message = failed_as(run("floods_valid_messages", timing=False), "protocol_violation", "status channel")
+    assert "a 'step' message" in message
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 300 * 1024  # KiB: under 300 MiB
 
 
 def test_a_forged_output_description_is_refused_before_anything_is_read():
