@@ -368,7 +368,8 @@ class SideRun(SideDiagnosis):
                         self._on_event(state, event)
                     except (ValueError, TypeError, KeyError, AttributeError):
                         # A message with the token whose fields are not what the harness writes.
-                        self._stray_line(state, f"a {str(event.get('event'))[:40]!r} message with fields of the wrong type")
+                        kind = str(event.get("event"))[:40]
+                        self._stray_line(state, f"a {kind!r} message with fields of the wrong type")
 
     def _stray_line(self, state: RankState, what: str) -> None:
         """Something other than the harness wrote to a rank's status channel. The harness writes

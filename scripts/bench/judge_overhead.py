@@ -4,10 +4,12 @@ evaluated as a candidate, alternating, in one run.
 The bare loop is the reference called back to back on fixed inputs by ranks in a process group of
 their own (no harness, no judge, no sandbox): blocks of calls, each timed from a barrier to its
 last call's end; then the same with a barrier before every call, as the harness aligns its calls
-(evaluator/rank_runner.py ``align``), to say how much of the difference that alignment is. The judged run is `evaluate()` of an exact copy of the reference, as `pkb eval`
-runs it; its report's per-call medians (the judge's clock: inputs released call by call, the side
-thawed and frozen around each block) are set beside the bare loop's. The ratio of the two is the
-harness's and judge's cost per call; it is on both sides of a speedup, so it pulls ratios toward 1.
+(evaluator/rank_runner.py ``align``), to say how much of the difference that alignment is.
+
+The judged run is `evaluate()` of an exact copy of the reference, as `pkb eval` runs it; its
+report's per-call medians (the judge's clock: inputs released call by call, the side thawed and
+frozen around each block) are set beside the bare loop's. The ratio of the two is the harness's
+and judge's cost per call; it is on both sides of a speedup, so it pulls ratios toward 1.
 
     .venv/bin/python scripts/bench/judge_overhead.py --problem all-reduce --size small --runs 3
     python3 scripts/bench/judge_overhead.py --device cuda --size default --gpu-judge outside  # a GPU host
