@@ -220,10 +220,7 @@ class SideRun(SideDiagnosis):
             state.last_progress = now
             state.deadline = now + within_s
             state.command, state.command_limit_s, state.builds_allowed = what, within_s, builds
-            try:
-                os.write(state.command_fd, (json.dumps(payload) + "\n").encode())  # type: ignore[arg-type]
-            except (OSError, TypeError):
-                pass  # the rank is gone: its exit is what we report
+            self.send_to(state.rank, payload)
 
     def take_called(self) -> list[tuple[int, int, int]]:
         """The (rank, block, call) each rank said it finished since the last look."""
@@ -231,7 +228,8 @@ class SideRun(SideDiagnosis):
         return called
 
     def send_to(self, rank: int, payload: dict[str, Any]) -> None:
-        """One more command to one rank within the command it is answering: no deadline moves."""
+        """Write one command to one rank; no deadline moves (``command_each`` sets them, and the
+        judge's ``go`` within a block is part of the command the rank is answering)."""
         fd = self.ranks[rank].command_fd
         if fd is None:
             return
