@@ -195,15 +195,24 @@ def main() -> None:
     parser.add_argument("--dtype", default="bfloat16")
     parser.add_argument("--tol", type=float, default=1e-2, help="atol and rtol")
     parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument("--gpus", default="", help="GPUs to pair into lanes, e.g. 2,3 (default: all)")
+    parser.add_argument("--skip", type=Path, action="append", default=[],
+                        help="an earlier run's pkb-harness.jsonl: its files are not run again")
     args = parser.parse_args()
     args.pkb_src = args.pkb_src.resolve()
     args.dirs = args.dirs.resolve()
     started = time.monotonic()
     rows = [json.loads(line) for line in args.results.read_text().splitlines() if line.strip()]
     wanted = [m for m in args.match.split(",") if m]
-    rows = [r for r in rows if not wanted or any(m in r["file"] for m in wanted)][: args.limit]
-    gpus = int(subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.count("GPU "))
-    lanes = [f"{2 * i},{2 * i + 1}" for i in range(max(1, gpus // 2))]
+    done = {json.loads(line)["key"] for path in args.skip for line in path.read_text().splitlines() if line.strip()}
+    rows = [r for r in rows if (not wanted or any(m in r["file"] for m in wanted)) and r["key"] not in done]
+    rows = rows[: args.limit]
+    if args.gpus:
+        ids = args.gpus.split(",")
+    else:
+        count = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.count("GPU ")
+        ids = [str(i) for i in range(count)]
+    lanes = [",".join(ids[i:i + 2]) for i in range(0, max(2, len(ids)) - 1, 2)]
     bin_dir = Path(tempfile.mkdtemp(prefix="pkb-bin-"))
     (bin_dir / "torchrun").write_text(f"#!/bin/sh\nexec {sys.executable} -m torch.distributed.run \"$@\"\n")
     (bin_dir / "torchrun").chmod(0o755)
