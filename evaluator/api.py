@@ -34,7 +34,7 @@ from .compare import compare_outputs, describe
 from .config import EvalConfig, Limits, ResourceLimits
 from .digest import outputs_digest
 from .exact import exact_path, load_exact, room_for_exact
-from .job import CHECKED_COPIES, RankJob, TaskSpec, TrialSpec, call_seed
+from .job import CHECKED_CALLS, CHECKED_COPIES, RankJob, TaskSpec, TrialSpec, call_seed
 from .launcher import ProgressHook, SideResult, SideRun, run_side
 from . import scoring
 from .outputs import hashes_if_unconfined, load_candidate_outputs, tampering
@@ -143,13 +143,29 @@ class Evaluation:
         }
 
     def resources(self, side: str) -> ResourceLimits:
-        """Memory per rank that fits the host with both sides alive; the reference's disk holds
-        its exact answers too."""
-        fitted = dataclasses.replace(self.config.resources, memory_bytes_per_rank=fit_to_host(
-            self.config.resources.memory_bytes_per_rank, self.config.world_size))
+        """Memory per rank that fits the host with both sides alive; a disk that holds every
+        output file the judge asks the side for (the reference's: its exact answers too)."""
+        fitted = dataclasses.replace(
+            self.config.resources,
+            memory_bytes_per_rank=fit_to_host(self.config.resources.memory_bytes_per_rank, self.config.world_size),
+            disk_bytes=disk_for_outputs(self.config.resources.disk_bytes, self.output_files_per_rank(side),
+                                        self.output_bytes_bound(), self.config.world_size))
         if side != "reference":
             return fitted
         return room_for_exact(fitted, banded=self.problem.decision_band is not None)
+
+    def output_files_per_rank(self, side: str) -> int:
+        """As launcher.output_rules counts them: every trial, and the checked timed calls (the
+        judge outside the ranks has the reference recompute its drawn calls as trials)."""
+        if not self.config.timing:
+            return self.config.trials
+        return self.config.trials + (CHECKED_CALLS if self.judged and side == "reference" else CHECKED_COPIES)
+
+    def output_bytes_bound(self) -> int:
+        """One rank's outputs of one call are bytes it writes to memory, which the problem's
+        roofline counts among its HBM bytes: a bound taken without running anything."""
+        setting = self.problem.setting(self.config.world_size, self.config.size, self.dtype)
+        return int(self.problem.traffic(setting).hbm_bytes)
 
     def side_run(self, side: str, workdir: Path, buffers: Optional[list[RankBuffers]] = None) -> SideRun:
         """A judged candidate (``buffers``) gets no salt: its inputs are the judge's to make."""
@@ -452,6 +468,11 @@ class Evaluation:
 # for its address space (torch and gloo reserve about 0.7 GiB of it before any work).
 HOST_MEMORY_SHARE = 0.8
 RANK_MEMORY_FLOOR = 2 * 2**30
+# Output files are torch.save archives of the tensors, a few KiB over their bytes; and a side's
+# disk may take at most 1/8 of the host's share: two sides, the reference's room for its exact
+# answers (evaluator/exact.py multiplies its disk by 3 or 7), and the ranks' own memory.
+DISK_MARGIN = 1.1
+DISK_HOST_PARTS = 8
 
 
 def fit_to_host(per_rank: int, world_size: int) -> int:
@@ -460,6 +481,19 @@ def fit_to_host(per_rank: int, world_size: int) -> int:
     except (ValueError, OSError):
         return per_rank
     return min(per_rank, max(RANK_MEMORY_FLOOR, int(HOST_MEMORY_SHARE * total / (2 * world_size))))
+
+
+def disk_for_outputs(default: int, files_per_rank: int, bytes_per_file: int, world_size: int) -> int:
+    """The side's disk: the configured size, or more where the outputs it must keep need it (the
+    default-size fused all-gather + matmuls writes 576 MiB per call and rank: 8 GiB filled before
+    its trials ended on 2 x H200), never more than a share of the host's memory that both sides'
+    disks and ranks fit in (the disk is memory-backed)."""
+    needed = int(files_per_rank * world_size * bytes_per_file * DISK_MARGIN)
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return default
+    return max(default, min(needed, int(HOST_MEMORY_SHARE * total / DISK_HOST_PARTS)))
 
 
 def build_seconds(side: SideResult) -> Optional[float]:
