@@ -46,7 +46,7 @@ from .sandbox import unavailable_reason
 from .hardware import clocks
 from .hardware.affinity import rank_cpus
 from .judge.buffers import RankBuffers
-from .judge.driver import Judge, JudgedTimer, calls_per_block, pass_probability_bound
+from .judge.driver import Judge, JudgedTimer, calls_per_block, pass_probability_bound, phase_summary
 from .judge.inputs import InputMaker, output_capacity
 from .judge.quiet import DeviceQuiet
 from .static_checks import read_solution, resolve_dtype, static_failure
@@ -310,6 +310,8 @@ class Evaluation:
                                 "pass_bound": {str(f): pass_probability_bound(len(timed_calls), f)
                                                for f in (0.5, 0.9, 0.99)},
                                 "calls_per_block_max": calls,
+                                "block_ms": {side: phase_summary(phases) for side, phases in judge.phases.items()
+                                             if phases},
                                 **({"gpu_quiet": quiet.describe()} if quiet is not None else {})}
         return self.report(failure, trials, timing, candidate, reference)
 

@@ -20,6 +20,7 @@ After each block the judge compares every input with its own copy.
 from __future__ import annotations
 
 import secrets
+import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,6 +68,29 @@ class CheckedCalls:
         return True, dropped
 
 
+@dataclass(frozen=True)
+class BlockPhases:
+    """One timed block on the judge's clock, in seconds: thawing the side; its calls, from the
+    first command to its answer (the judge's release of each next call's inputs included);
+    freezing it; and, on GPUs, waiting until its devices are quiet."""
+
+    calls: int
+    thaw: float
+    run: float
+    freeze: float
+    quiet: float
+
+
+def phase_summary(phases: list[BlockPhases]) -> dict[str, float]:
+    """Medians over a side's timed blocks, in ms; ``per_call``: the block's whole time per call."""
+    def median_ms(values: list[float]) -> float:
+        return round(statistics.median(values) * 1e3, 4)
+    return {"blocks": len(phases), "calls": statistics.median(p.calls for p in phases),
+            "thaw": median_ms([p.thaw for p in phases]), "run": median_ms([p.run for p in phases]),
+            "freeze": median_ms([p.freeze for p in phases]), "quiet": median_ms([p.quiet for p in phases]),
+            "per_call": median_ms([(p.thaw + p.run + p.freeze + p.quiet) / p.calls for p in phases])}
+
+
 def pass_probability_bound(checked: int, honest_fraction: float) -> float:
     return honest_fraction ** checked
 
@@ -88,6 +112,10 @@ class Judge:
         self.shadow = CheckedCalls(CHECKED_CALLS)  # the reference's: copied alike, then thrown away
         self.block_id = 0
         self.quiet = quiet  # GPUs: the clock stops only once the side left no work on them
+        # Where each timed block's time went, per side: so that the judge's own cost per call can
+        # be read beside a bare loop's (docs/judge.md), from the report alone.
+        self.phases: dict[str, list[BlockPhases]] = {"candidate": [], "reference": []}
+        self.last_phases: Optional[BlockPhases] = None
 
     # -- one command ----------------------------------------------------------------------
     def stage(self, side: str, seeds: list[int]) -> list[list[WrittenCall]]:
@@ -119,6 +147,7 @@ class Judge:
         frozen_cpu = watched.cpu_seconds() if watched is not None else 0.0
         started = time.perf_counter()
         run.thaw()
+        thawed = time.perf_counter()
         run.command_each(commands, within_s=within_s, what=what, builds=builds)
         while not run.waiting():
             failure = run.poll(0.02 if last == 0 else 0.002)
@@ -132,17 +161,21 @@ class Judge:
                 self.buffers[side][rank].release(written[rank][call + 1])
                 released[rank] = call + 1
                 run.send_to(rank, {"cmd": "go", "block": block, "call": call + 1})
+        answered = time.perf_counter()
         if not run.freeze():
             raise DrivenFailure(side, make_failure(
                 FailureClass.PROTOCOL_VIOLATION,
                 f"the {side}'s processes could not all be stopped after its calls (a process that cannot "
                 "be stopped keeps running while the other side is timed)"))
+        frozen = time.perf_counter()
         if self.quiet is not None and (busy := self.quiet.wait(within_s)) is not None:
             raise DrivenFailure(side, make_failure(
                 FailureClass.PROTOCOL_VIOLATION,
                 f"the {side} left work running on GPU {busy} for {within_s:.0f} s after it answered "
                 f"{what} and its processes were stopped (no side may run while the other is timed)"))
         seconds = time.perf_counter() - started
+        self.last_phases = BlockPhases(last + 1, thawed - started, answered - thawed, frozen - answered,
+                                       started + seconds - frozen)
         if watched is not None and (used := watched.cpu_seconds() - frozen_cpu) >= FROZEN_CPU_S:
             raise DrivenFailure("candidate", make_failure(
                 FailureClass.PROTOCOL_VIOLATION,
@@ -222,6 +255,8 @@ class Judge:
 
         seconds = self.run_calls(run, other, side, written, within_s=within_s,
                                  what=f"timed block {self.block_id + 1}", on_called=on_called)
+        if counted and self.last_phases is not None:
+            self.phases[side].append(self.last_phases)
         for rank in range(ranks):
             on_called(rank, calls - 1)  # the side stands frozen: its last call's outputs are final
         if side == "candidate":

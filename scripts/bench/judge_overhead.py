@@ -108,7 +108,17 @@ def judged(args: argparse.Namespace, copy: Path) -> dict[str, Any]:
     timing = report["timing"]
     return {"reference_ms": timing["reference"]["median_ms"], "candidate_ms": timing["candidate"]["median_ms"],
             "speedup": timing["speedup"], "calls": (timing.get("checks") or {}).get("timed_calls"),
-            "judge": (timing.get("checks") or {}).get("judge", "ranks")}
+            "judge": (timing.get("checks") or {}).get("judge", "ranks"),
+            "phases": ((timing.get("checks") or {}).get("block_ms") or {}).get("reference")}
+
+
+def phases_text(phases: dict[str, Any] | None) -> str:
+    """The judged reference's blocks (report checks.block_ms): where its per-call time went."""
+    if not phases:
+        return "-"
+    calls = phases["calls"]
+    return (f"{calls:.0f} calls: run {phases['run'] / calls:.4f}/call, thaw {phases['thaw']:.3f}, "
+            f"freeze {phases['freeze']:.3f}, quiet {phases['quiet']:.3f} ms/block")
 
 
 def main() -> None:
@@ -133,8 +143,8 @@ def main() -> None:
               f"bare loop: {args.blocks} blocks of {args.calls} calls; judged: evaluate() of a copy of the reference\n")
         print("| run | bare loop ms/call | bare, barrier per call | judged reference ms/call | "
               "judged candidate ms/call | reference / bare | reference / bare with barrier | speedup | judge | "
-              "timed calls |")
-        print("|---|---|---|---|---|---|---|---|---|---|")
+              "timed calls | judged reference's blocks |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
         ratios, aligned_ratios = [], []
         for run in range(1, args.runs + 1):
             bare, aligned = bare_loop(args)
@@ -143,7 +153,8 @@ def main() -> None:
             aligned_ratios.append(result["reference_ms"] / aligned)
             print(f"| {run} | {bare:.4f} | {aligned:.4f} | {result['reference_ms']:.4f} | "
                   f"{result['candidate_ms']:.4f} | {ratios[-1]:.3f} | {aligned_ratios[-1]:.3f} | "
-                  f"{result['speedup']:.3f} | {result['judge']} | {result['calls']} |", flush=True)
+                  f"{result['speedup']:.3f} | {result['judge']} | {result['calls']} | {phases_text(result['phases'])} |",
+                  flush=True)
         print(f"\nmedians over {args.runs} runs: reference / bare {statistics.median(ratios):.3f}, "
               f"reference / bare with a barrier per call {statistics.median(aligned_ratios):.3f}")
 

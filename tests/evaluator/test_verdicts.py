@@ -38,6 +38,14 @@ def test_it_passes_a_correct_solution_with_timing(run_eval):
     assert timing["stop"]["rounds"] == len(timing["rounds"]) >= 1
     assert timing["stop"]["reason"] in ("converged", "time_cap", "round_cap")
     assert timing["clocks"] is None and timing["pinning"] is None  # CPU: no GPU clocks, no pinning
+    # Where the judge's clock went, per side: every counted block, its phases adding up to the
+    # per-call time the rounds were scored with.
+    for side in ("candidate", "reference"):
+        phases = checks["block_ms"][side]
+        assert phases["blocks"] == len(timing["rounds"]) and phases["calls"] >= 1
+        assert phases["run"] > 0 and phases["thaw"] >= 0 and phases["freeze"] >= 0 and phases["quiet"] < 0.1
+        assert phases["run"] / phases["calls"] <= phases["per_call"]
+        assert phases["per_call"] == pytest.approx(timing[side]["median_ms"], rel=0.5)
     assert seconds < 60
 
 
