@@ -235,12 +235,12 @@ class Evaluation:
         the judge feeds it through shared buffers and copies what it returns (judge/driver.py)."""
         call_bytes = [self.maker.call_bytes(rank) for rank in range(self.config.world_size)]
         slot = output_capacity(self.problem, self.config.world_size, self.config.size, self.dtype, max(call_bytes))
-        calls = calls_per_block(self.timing, max(call_bytes), slot, self.config.device)
+        shape = calls_per_block(self.timing, max(call_bytes), slot, self.config.device)
         sides = ["candidate", "reference"] if self.timing is not None else ["candidate"]
-        buffers = {side: [RankBuffers(f"{side}{rank}", calls, call_bytes[rank], slot, self.buffer_device(rank))
+        buffers = {side: [RankBuffers(f"{side}{rank}", shape.ring, call_bytes[rank], slot, self.buffer_device(rank))
                           for rank in range(self.config.world_size)] for side in sides}
         try:
-            return self._run_judged(workdir, buffers, calls)
+            return self._run_judged(workdir, buffers, shape.calls)
         finally:
             for side_buffers in buffers.values():
                 for rank_buffers in side_buffers:

@@ -1,8 +1,9 @@
 """The judge's end of one rank's shared buffers (layout: evaluator/wire.py).
 
 Two shared memories per rank and side (evaluator/shared_memory: memory files on the CPU, driver
-allocations on the rank's GPU), made here and handed to the rank at start: the input buffer (one
-region per call of a block) and the output buffer (one slot per call). The rank can write both;
+allocations on the rank's GPU), made here and handed to the rank at start: the input buffer (a
+ring of regions, call i in region i % ring) and the output buffer (a ring of slots alike); calls
+are released one at a time, so a region or slot is reused only after the call before it returned. The rank can write both;
 so the judge keeps its own copy of every input it wrote and compares after each block, and reads
 an output slot once the rank has said the call is done (before it releases the next call's
 inputs) or while the side stands frozen, bounded by the slot's size before any byte is
@@ -41,7 +42,8 @@ class OutputError(Exception):
 class RankBuffers:
     def __init__(self, name: str, calls: int, call_input_bytes: int, slot_bytes: int,
                  device: str = "cpu") -> None:
-        """``device``: ``cpu``, or ``cuda:N`` for the GPU this rank runs on."""
+        """``calls``: regions and slots in the ring (call i uses i % calls); ``device``: ``cpu``,
+        or ``cuda:N`` for the GPU this rank runs on."""
         self.calls = calls
         self.device = device
         self.region = aligned(max(call_input_bytes, 1))
@@ -62,12 +64,12 @@ class RankBuffers:
         self.output.close_fd()
 
     def slot(self, call: int) -> int:
-        return call * self.slot_bytes
+        return (call % self.calls) * self.slot_bytes
 
     def stage_inputs(self, call: int, inputs: dict[str, Any]) -> WrittenCall:
         """Our copy of one call's inputs and where they go; nothing reaches the buffer before
         ``release`` (the rank must not see a call's inputs before the call before it is done)."""
-        base = call * self.region
+        base = (call % self.calls) * self.region
         offset = base
         tensors: dict[str, tuple[torch.Tensor, int, int]] = {}
         entries, values = [], {}

@@ -37,13 +37,18 @@ from .buffers import OutputError, RankBuffers, WrittenCall
 from .inputs import InputMaker
 from .quiet import DeviceQuiet
 
-# Input and output buffers of one rank and side stay within this (calls per block are cut to
-# fit): host memory on CPU; on a GPU, memory of the rank's GPU (both sides': 16 GiB of an H100's 80).
+# One rank and side's shared buffers (a ring of input regions and output slots, reused call after
+# call) stay within this, and so do the judge's own copies of a block's inputs (calls per block are
+# cut to fit those): host memory on CPU; on a GPU, memory of the rank's GPU (both sides', buffers
+# and copies: 16 GiB of an H100's 80).
 BUFFER_BUDGET_BYTES = 1 << 30
-GPU_BUFFER_BUDGET_BYTES = 8 << 30
+GPU_BUFFER_BUDGET_BYTES = 4 << 30
 # Processor time a stopped side may seem to use while the other is timed: /proc counts in ticks of
 # 10 ms, and a stopped process gets none; two allow for a tick read as it turned.
 FROZEN_CPU_S = 0.02
+# Regions and slots in the ring: a few, so that a call's region has stood a while before it is
+# written again (nothing depends on more than one).
+RING_REGIONS = 4
 
 
 @dataclass
@@ -125,7 +130,8 @@ class Judge:
 
     def run_calls(self, run: SideRun, other: Optional[SideRun], side: str, written: list[list[WrittenCall]],
                   within_s: float, what: str, builds: bool = False,
-                  on_called: Optional[Callable[[int, int], None]] = None) -> float:
+                  on_called: Optional[Callable[[int, int], None]] = None,
+                  names: Optional[list[str]] = None) -> float:
         """Release the first call's inputs, thaw the side, have it run the calls, releasing each
         next call's inputs to a rank once ``on_called(rank, call)`` has taken what it wants of the
         call that rank finished; wait for its answer, freeze it: our seconds."""
@@ -158,6 +164,7 @@ class Judge:
                     continue  # not the call this rank runs now: a claim that releases nothing
                 if on_called is not None:
                     on_called(rank, call)
+                self.check_before_reuse(side, rank, written[rank], call + 1, names)
                 self.buffers[side][rank].release(written[rank][call + 1])
                 released[rank] = call + 1
                 run.send_to(rank, {"cmd": "go", "block": block, "call": call + 1})
@@ -192,14 +199,32 @@ class Judge:
 
     # -- what the judge reads back ------------------------------------------------------------
     def check_inputs(self, written: list[list[WrittenCall]], what: list[str]) -> None:
+        """After a block: the calls whose inputs are still in their regions (the ring's last)."""
         for rank, calls in enumerate(written):
-            for i, call in enumerate(calls):
-                changed = self.buffers["candidate"][rank].changed_inputs(call, self.may_overwrite)
-                if changed:
-                    raise DrivenFailure("candidate", make_failure(
-                        FailureClass.INPUT_MUTATION,
-                        f"rank {rank}: input `{changed[0]}` was modified in {what[i]}; only "
-                        f"{list(self.may_overwrite) or 'no inputs'} may be overwritten", rank=rank))
+            ring = self.buffers["candidate"][rank].calls
+            for i in range(max(0, len(calls) - ring), len(calls)):
+                self.check_call_inputs(rank, calls[i], what[i])
+
+    def check_call_inputs(self, rank: int, call: WrittenCall, what: str) -> None:
+        changed = self.buffers["candidate"][rank].changed_inputs(call, self.may_overwrite)
+        if changed:
+            raise DrivenFailure("candidate", make_failure(
+                FailureClass.INPUT_MUTATION,
+                f"rank {rank}: input `{changed[0]}` was modified in {what}; only "
+                f"{list(self.may_overwrite) or 'no inputs'} may be overwritten", rank=rank))
+
+    def check_before_reuse(self, side: str, rank: int, calls: list[WrittenCall], nxt: int,
+                           names: Optional[list[str]]) -> None:
+        """Call ``nxt`` takes the region of call ``nxt - ring``: that call's inputs are checked
+        first, as the block's last calls are after it. The reference's are compared alike and the
+        answer dropped, so that both sides' clocks carry the same work."""
+        earlier = nxt - self.buffers[side][rank].calls
+        if earlier < 0:
+            return
+        if side == "candidate":
+            self.check_call_inputs(rank, calls[earlier], names[earlier] if names else f"call {earlier}")
+        else:
+            self.buffers[side][rank].changed_inputs(calls[earlier], self.may_overwrite)
 
     def copy_outputs(self, side: str, rank: int, call: int, what: str) -> list[torch.Tensor]:
         try:
@@ -253,14 +278,15 @@ class Judge:
             if decided[call][0]:
                 copies[call][rank] = self.copy_outputs(side, rank, call, f"timed call {first_call + call}")
 
+        names = [f"timed call {first_call + i}" for i in range(calls)]
         seconds = self.run_calls(run, other, side, written, within_s=within_s,
-                                 what=f"timed block {self.block_id + 1}", on_called=on_called)
+                                 what=f"timed block {self.block_id + 1}", on_called=on_called, names=names)
         if counted and self.last_phases is not None:
             self.phases[side].append(self.last_phases)
         for rank in range(ranks):
             on_called(rank, calls - 1)  # the side stands frozen: its last call's outputs are final
         if side == "candidate":
-            self.check_inputs(written, [f"timed call {first_call + i}" for i in range(calls)])
+            self.check_inputs(written, names)
             kept = set(self.checked.kept)
             for call, (keep, dropped) in decided.items():
                 if dropped is not None and dropped < first_call:
@@ -303,8 +329,22 @@ class JudgedTimer(PairedTimer):
         return Block(calls, [[per_call] * calls for _ in range(ranks)], [[] for _ in range(ranks)], seconds * 1e3)
 
 
-def calls_per_block(cfg: Optional[TimingConfig], call_bytes: int, slot_bytes: int, device: str = "cpu") -> int:
-    """The most calls one command may carry: the block size the timing wants, within the budget."""
+@dataclass(frozen=True)
+class BlockShape:
+    """``ring``: input regions and output slots in the shared buffers, call i using i % ring;
+    ``calls``: the most calls one command may carry (each with its own inputs, made and kept by
+    the judge before the block)."""
+
+    ring: int
+    calls: int
+
+
+def calls_per_block(cfg: Optional[TimingConfig], call_bytes: int, slot_bytes: int, device: str = "cpu") -> BlockShape:
+    """The block size the timing wants, within the budget: the ring within it, and the judge's
+    copies of a block's inputs within it too. Calls are released one at a time, so a region is
+    written again only after the call before has returned and been copied: one region would do;
+    a few cost nothing."""
     wanted = cfg.max_block_calls if cfg is not None else 1
     budget = BUFFER_BUDGET_BYTES if device == "cpu" else GPU_BUFFER_BUDGET_BYTES
-    return max(1, min(wanted, budget // max(call_bytes + slot_bytes, 1)))
+    ring = max(1, min(wanted, RING_REGIONS, budget // max(call_bytes + slot_bytes, 1)))
+    return BlockShape(ring, max(ring, min(wanted, budget // max(call_bytes, 1))))

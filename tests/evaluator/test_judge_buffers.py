@@ -130,3 +130,38 @@ def test_a_staged_call_is_not_in_the_buffer_until_it_is_released(pair):
     assert not torch.equal(seen["x"], torch.full((64,), 7.0))
     judge.release(written)
     assert torch.equal(seen["x"], torch.full((64,), 7.0))  # a view of the buffer: now it holds them
+
+
+def test_calls_share_a_ring_of_regions_and_slots(pair):
+    """Call i uses region and slot i % ring: a block may carry more calls than the buffers hold."""
+    judge, _ = pair
+    x = {"x": torch.arange(16, dtype=torch.float32)}
+    assert judge.stage_inputs(1, x).manifest == judge.stage_inputs(1 + judge.calls, x).manifest
+    assert judge.stage_inputs(0, x).manifest != judge.stage_inputs(1, x).manifest
+    assert [judge.slot(c) for c in range(2 * judge.calls)] == [c % judge.calls * judge.slot_bytes
+                                                               for c in range(2 * judge.calls)]
+
+
+def test_a_reused_region_holds_the_next_calls_inputs_and_the_earlier_call_reads_as_changed(pair):
+    """Why the judge checks a call's inputs before its region is written again, not after the block."""
+    judge, _ = pair
+    first = judge.stage_inputs(0, {"x": torch.zeros(64)})
+    judge.release(first)
+    assert judge.changed_inputs(first, ()) == []
+    judge.release(judge.stage_inputs(judge.calls, {"x": torch.ones(64)}))
+    assert judge.changed_inputs(first, ()) == ["x"]
+
+
+def test_blocks_at_the_default_all_reduce_size_are_not_cut_to_what_the_shared_buffers_hold():
+    """64 MiB in, an output slot of 4 x the HBM bytes: 14 calls fitted the buffers on a GPU; the
+    ring keeps a few regions and the block is bounded by the judge's own copies of its inputs."""
+    from evaluator.config import TimingConfig
+    from evaluator.judge.driver import GPU_BUFFER_BUDGET_BYTES, RING_REGIONS, calls_per_block
+
+    mib = 2**20
+    shape = calls_per_block(TimingConfig(), 64 * mib, 4 * 192 * mib, device="cuda")
+    assert shape.ring == RING_REGIONS
+    assert shape.calls == GPU_BUFFER_BUDGET_BYTES // (64 * mib) == 64
+    huge = calls_per_block(TimingConfig(), 3 * GPU_BUFFER_BUDGET_BYTES, GPU_BUFFER_BUDGET_BYTES, device="cuda")
+    assert huge.ring == huge.calls == 1  # one call at a time still works: each is released after the last returned
+    assert calls_per_block(None, 4096, 8192).calls == 1  # untimed: one call per command

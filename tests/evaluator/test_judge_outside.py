@@ -87,6 +87,10 @@ def test_inputs_changed_in_a_timed_call_are_an_input_mutation():
     failed_as(run("reduces_into_inputs_when_timed"), "input_mutation", "timed call")
 
 
+def test_inputs_changed_early_in_a_block_are_seen_before_their_region_is_reused():
+    failed_as(run("mutates_inputs_at_block_start"), "input_mutation", "timed call")
+
+
 def test_work_left_running_while_the_reference_is_timed_gains_nothing():
     report = run("burns_cpu_while_idle")
     assert report["verdict"] == "pass", report["failure"]
