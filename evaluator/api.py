@@ -80,7 +80,8 @@ def hardware_profile(device: str, world_size: int, profile_id: Optional[str] = N
 
     if profile_id:
         return profiles.get_profile(profile_id)
-    return profiles.default_profile(device, world_size)
+    model = torch.cuda.get_device_name(0) if device == "cuda" and torch.cuda.is_available() else None
+    return profiles.default_profile(device, world_size, gpu_model=model)
 
 
 class Evaluation:

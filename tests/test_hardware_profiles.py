@@ -53,6 +53,31 @@ def test_default_profile_prefers_the_same_gpu_count_then_the_next_larger(tmp_pat
     assert profiles.default_profile("cpu", 4)["id"] == "cpu-gloo-test"
 
 
+def test_default_profile_takes_the_gpu_model_the_run_has_before_the_newest(tmp_path, monkeypatch):
+    monkeypatch.setenv("PKB_HARDWARE_DIR", str(tmp_path))
+    _write(tmp_path, "h200-x2-nvlink", "gpu", 2, measured_at="2026-11-20T00:00:00+00:00")
+    _write(tmp_path, "h200-x4-nvlink", "gpu", 4, measured_at="2026-11-20T00:00:00+00:00")
+    _write(tmp_path, "h100-x2-nvlink", "gpu", 2, measured_at="2026-11-26T00:00:00+00:00")
+    for pid, model in (("h200-x2-nvlink", "NVIDIA H200"), ("h200-x4-nvlink", "NVIDIA H200"),
+                       ("h100-x2-nvlink", "NVIDIA H100 80GB HBM3")):
+        data = json.loads((tmp_path / f"{pid}.json").read_text())
+        data["gpus"]["model"] = model
+        (tmp_path / f"{pid}.json").write_text(json.dumps(data))
+    assert profiles.default_profile("cuda", 2)["id"] == "h100-x2-nvlink"  # no model known: the newest
+    assert profiles.default_profile("cuda", 2, gpu_model="NVIDIA H200")["id"] == "h200-x2-nvlink"
+    assert profiles.default_profile("cuda", 4, gpu_model="NVIDIA H200")["id"] == "h200-x4-nvlink"
+    # The model's own rates over another model's at the same count (4 x H100: the H100 pair).
+    assert profiles.default_profile("cuda", 4, gpu_model="NVIDIA H100 80GB HBM3")["id"] == "h100-x2-nvlink"
+    # A model with no profile of its own: the same count first, then the newest, as before.
+    assert profiles.default_profile("cuda", 2, gpu_model="NVIDIA B200")["id"] == "h100-x2-nvlink"
+
+
+def test_the_committed_profiles_give_an_h200_pair_its_own(monkeypatch):
+    monkeypatch.delenv("PKB_HARDWARE_DIR", raising=False)
+    assert profiles.default_profile("cuda", 2, gpu_model="NVIDIA H200")["id"] == "h200-x2-nvlink"
+    assert profiles.default_profile("cuda", 2, gpu_model="NVIDIA H100 80GB HBM3")["id"] == "h100-x2-nvlink"
+
+
 def test_default_profile_is_none_without_a_profile_of_that_kind(tmp_path, monkeypatch):
     monkeypatch.setenv("PKB_HARDWARE_DIR", str(tmp_path))
     assert profiles.default_profile("cuda", 2) is None

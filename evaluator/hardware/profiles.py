@@ -42,19 +42,22 @@ def _size(profile: Profile) -> int:
     return int(profile.get("world_size") or 0)
 
 
-def default_profile(device: str, world_size: int,
-                    directory: Optional[Path] = None) -> Optional[Profile]:
+def default_profile(device: str, world_size: int, directory: Optional[Path] = None,
+                    gpu_model: Optional[str] = None) -> Optional[Profile]:
     """The profile to use for a run of ``world_size`` ranks on ``device`` ("cuda" or "cpu").
 
-    Preference: as many GPUs (or gloo ranks) as the run, else the fewest above it, else the
-    most below it; ties go to the newest measurement. None when no profile of that kind exists.
+    Preference: the GPU model the run has (``gpu_model``, as the driver names it), whatever the
+    count; then as many GPUs (or gloo ranks) as the run, else the fewest above it, else the most
+    below it; ties go to the newest measurement. None when no profile of that kind exists. (Without
+    the model, a run on 2 x H200 took the newer H100 pair's profile on 2026-11-28.)
     """
     kind = "gpu" if device in ("cuda", "gpu") else "cpu"
     candidates = [p for p in list_profiles(directory) if p["kind"] == kind]
     if not candidates:
         return None
 
-    def rank(p: Profile) -> tuple[int, int, str]:
+    def rank(p: Profile) -> tuple[int, int, int]:
+        other_model = int(bool(gpu_model) and (p.get("gpus") or {}).get("model") != gpu_model)
         size = _size(p)
         if size == world_size:
             tier, distance = 0, 0
@@ -62,11 +65,11 @@ def default_profile(device: str, world_size: int,
             tier, distance = 1, size - world_size
         else:
             tier, distance = 2, world_size - size
-        return (tier, distance, "~" + p.get("measured_at", ""))
+        return (other_model, tier, distance)
 
-    # Newest first among equals: sort by measured_at descending, then by (tier, distance).
+    # Newest first among equals: sort by measured_at descending, then by the rank (min is stable).
     candidates.sort(key=lambda p: p.get("measured_at", ""), reverse=True)
-    return min(candidates, key=lambda p: rank(p)[:2])
+    return min(candidates, key=rank)
 
 
 def roofline(profile: Profile) -> dict[str, Any]:

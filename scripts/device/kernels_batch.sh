@@ -136,8 +136,8 @@ hardware_args() {  # the measured profile of this GPU model at this world size, 
   local ws=$1 model
   [ "$DEVICE" = cuda ] || return 0
   model=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -Eo 'H[0-9]{3}' | tr 'H' 'h')
-  # Without --hardware the evaluator takes the newest profile of the same GPU count, whatever
-  # the model (an H100 profile on an H200 host): name the right one when it is committed.
+  # The evaluator now prefers the host's own GPU model; naming the profile keeps the reports'
+  # commands explicit about which one was used.
   if [ -n "$model" ] && [ -f "hardware/$model-x$ws-nvlink.json" ]; then echo "--hardware $model-x$ws-nvlink"; fi
 }
 
