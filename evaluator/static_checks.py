@@ -1,5 +1,6 @@
 """What the evaluating parent checks before any rank starts: the dtype asked for, and the file
-(read, never imported: UTF-8, parses, defines ``solution``)."""
+(read, never imported: UTF-8, parses, defines ``solution``, leaves the hosts' multicast settings
+alone)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Optional
 
 import torch
 
+from contract.gpu import NO_MULTICAST_ENV
 from problems.spec import DTYPE_NAMES, Problem
 
 from .report import Failure, FailureClass, make_failure
@@ -39,6 +41,16 @@ def static_failure(source: bytes) -> Optional[Failure]:
     except SyntaxError as exc:
         return make_failure(FailureClass.SYNTAX_ERROR, f"line {exc.lineno}: {exc.msg}",
                         traceback=f"{exc.text or ''}".rstrip())
+    if (setting := next((name for name in NO_MULTICAST_ENV if name in text), None)) is not None:
+        # The hosts' GPUs are shared, and NVLink multicast can take them out of service: every
+        # process starts with it off. These are environment variables a rank could change before
+        # its first allocation; a file that names one is refused before it runs (docs/sandbox.md
+        # says what this does not stop).
+        return make_failure(FailureClass.PROTOCOL_VIOLATION,
+                            f"the file names {setting}: the evaluation hosts run with NVLink multicast off "
+                            f"({', '.join(f'{k}={v}' for k, v in NO_MULTICAST_ENV.items())}) and a "
+                            "candidate may not change that; remove it (symmetric memory works without "
+                            "multicast: its multicast pointer is then 0)")
     names = {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
     assigned = {t.id for node in tree.body if isinstance(node, ast.Assign)
                 for t in node.targets if isinstance(t, ast.Name)}
