@@ -76,14 +76,17 @@ class CheckedCalls:
 @dataclass(frozen=True)
 class BlockPhases:
     """One timed block on the judge's clock, in seconds: thawing the side; its calls, from the
-    first command to its answer (the judge's release of each next call's inputs included);
-    freezing it; and, on GPUs, waiting until its devices are quiet."""
+    first command to its answer, and of that the judge's own work between a rank's "called" and
+    its "go" (copying a drawn call's outputs, comparing the inputs a region held, writing the next
+    call's; summed over ranks, as the judge does it rank after rank); freezing it; and, on GPUs,
+    waiting until its devices are quiet."""
 
     calls: int
     thaw: float
     run: float
     freeze: float
     quiet: float
+    releasing: float = 0.0
 
 
 def phase_summary(phases: list[BlockPhases]) -> dict[str, float]:
@@ -93,6 +96,7 @@ def phase_summary(phases: list[BlockPhases]) -> dict[str, float]:
     return {"blocks": len(phases), "calls": statistics.median(p.calls for p in phases),
             "thaw": median_ms([p.thaw for p in phases]), "run": median_ms([p.run for p in phases]),
             "freeze": median_ms([p.freeze for p in phases]), "quiet": median_ms([p.quiet for p in phases]),
+            "releasing": median_ms([p.releasing for p in phases]),
             "per_call": median_ms([(p.thaw + p.run + p.freeze + p.quiet) / p.calls for p in phases])}
 
 
@@ -155,6 +159,7 @@ class Judge:
         run.thaw()
         thawed = time.perf_counter()
         run.command_each(commands, within_s=within_s, what=what, builds=builds)
+        releasing = 0.0  # of the run phase: the judge's own work between a rank's "called" and "go"
         while not run.waiting():
             failure = run.poll(0.02 if last == 0 else 0.002)
             if failure is not None:
@@ -162,12 +167,14 @@ class Judge:
             for rank, said_block, call in run.take_called():
                 if said_block != block or call != released[rank] or call >= last:
                     continue  # not the call this rank runs now: a claim that releases nothing
+                took = time.perf_counter()
                 if on_called is not None:
                     on_called(rank, call)
                 self.check_before_reuse(side, rank, written[rank], call + 1, names)
                 self.buffers[side][rank].release(written[rank][call + 1])
                 released[rank] = call + 1
                 run.send_to(rank, {"cmd": "go", "block": block, "call": call + 1})
+                releasing += time.perf_counter() - took
         answered = time.perf_counter()
         if not run.freeze():
             raise DrivenFailure(side, make_failure(
@@ -182,7 +189,7 @@ class Judge:
                 f"{what} and its processes were stopped (no side may run while the other is timed)"))
         seconds = time.perf_counter() - started
         self.last_phases = BlockPhases(last + 1, thawed - started, answered - thawed, frozen - answered,
-                                       started + seconds - frozen)
+                                       started + seconds - frozen, releasing)
         if watched is not None and (used := watched.cpu_seconds() - frozen_cpu) >= FROZEN_CPU_S:
             raise DrivenFailure("candidate", make_failure(
                 FailureClass.PROTOCOL_VIOLATION,

@@ -117,7 +117,8 @@ def phases_text(phases: dict[str, Any] | None) -> str:
     if not phases:
         return "-"
     calls = phases["calls"]
-    return (f"{calls:.0f} calls: run {phases['run'] / calls:.4f}/call, thaw {phases['thaw']:.3f}, "
+    return (f"{calls:.0f} calls: run {phases['run'] / calls:.4f}/call (judge's release "
+            f"{phases.get('releasing', 0) / calls:.4f}), thaw {phases['thaw']:.3f}, "
             f"freeze {phases['freeze']:.3f}, quiet {phases['quiet']:.3f} ms/block")
 
 

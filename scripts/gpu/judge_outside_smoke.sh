@@ -49,6 +49,7 @@ print(f"{name:50s} {r.get('verdict', '?'):5s} {f.get('failure_class', ''):18s} {
       f"ms/call cand/ref {per_call} "
       f"stop {stop.get('reason')}/{stop.get('rounds')} blocks {t.get('block_calls')} "
       f"max/block {checks.get('calls_per_block_max')} quiet {checks.get('gpu_quiet')} "
+      f"blocks {checks.get('block_ms')} "
       f"{(f.get('message') or '')[:300]}")
 PY
 done

@@ -45,6 +45,7 @@ def test_it_passes_a_correct_solution_with_timing(run_eval):
         assert phases["blocks"] == len(timing["rounds"]) and phases["calls"] >= 1
         assert phases["run"] > 0 and phases["thaw"] >= 0 and phases["freeze"] >= 0 and phases["quiet"] < 0.1
         assert phases["run"] / phases["calls"] <= phases["per_call"]
+        assert 0 < phases["releasing"] < phases["run"]
         assert phases["per_call"] == pytest.approx(timing[side]["median_ms"], rel=0.5)
     assert seconds < 60
 
