@@ -19,6 +19,14 @@ printf '"""An exact copy of the all-reduce reference: its speedup must be 1."""\
 RUNS=("outside:$WORK/all_reduce_reference_copy.py" "ranks:$WORK/all_reduce_reference_copy.py"
       "outside:solutions/symm_mem/all_reduce_one_shot.py" "ranks:solutions/symm_mem/all_reduce_one_shot.py"
       "outside:solutions/broken/gpu_answers_before_done.py" "outside:$WORK/all_reduce_reference_copy.py")
+# SMOKE_RUNS="1 3 5" keeps those of the six (1-based), for a call shared with other work.
+if [ -n "${SMOKE_RUNS:-}" ]; then
+  kept=(); for i in $SMOKE_RUNS; do kept+=("${RUNS[$((i - 1))]}"); done; RUNS=("${kept[@]}")
+fi
+# The profile of this host's GPUs, named (the evaluator would pick it too; the log then says so).
+MODEL=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -Eo 'H[0-9]{3}' | tr 'H' 'h')
+HARDWARE=()
+[ -n "$MODEL" ] && [ -f "hardware/$MODEL-x2-nvlink.json" ] && HARDWARE=(--hardware "$MODEL-x2-nvlink")
 echo "== $(date -u +%FT%TZ) judge_outside_smoke on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x2"
 i=0
 for run in "${RUNS[@]}"; do
@@ -26,7 +34,7 @@ for run in "${RUNS[@]}"; do
   name="$i-$judge-$(basename "$file" .py)"
   began=${EPOCHREALTIME/./}
   timeout -k 10 "$CAP" "$PYTHON" -m evaluator.cli eval --problem all-reduce --solution "$file" --world-size 2 \
-    --device cuda --gpu-judge "$judge" --json "$WORK/reports/$name.json" > "$WORK/reports/$name.log" 2>&1
+    --device cuda --gpu-judge "$judge" "${HARDWARE[@]}" --json "$WORK/reports/$name.json" > "$WORK/reports/$name.log" 2>&1
   rc=$?
   wall=$(( (${EPOCHREALTIME/./} - began) / 1000000 ))
   "$PYTHON" - "$WORK/reports/$name.json" "$name" "$rc" "$wall" <<'PY'

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# One device call for the judge outside the ranks on GPUs (docs/judge.md): what a judged call costs
+# against a bare loop of the same collective, with the report's block_ms (where the judge's clock
+# went), and the smoke runs (an exact copy of the reference, the one-shot kernel, the early
+# answerer) judged outside and in the ranks. On a 4-GPU host the two run side by side (GPUs 0,1
+# and 2,3); on a 2-GPU host one after the other.
+#   PKB_GIT_COMMIT=<sha> scripts/device/judge_batch.sh      (repository root; OUT: where logs go)
+# Leaves in $OUT: judge-batch.log (the tables) and judge_smoke.tgz (every report).
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/pkb-out}
+CAP=${CAP:-520}  # seconds for each lane: inside one device call with start-up and packing
+mkdir -p "$OUT"
+LOG="$OUT/judge-batch.log"
+N=$(nvidia-smi -L | wc -l)
+{
+  echo "== $(date -u +%FT%TZ) judge_batch, commit ${PKB_GIT_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}"
+  nvidia-smi -L
+  python3 -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version())'
+} 2>&1 | tee "$LOG"
+overhead() {
+  CUDA_VISIBLE_DEVICES=$1 timeout -k 10 "$CAP" python3 scripts/bench/judge_overhead.py --device cuda \
+    --size default --gpu-judge outside --runs "${OVERHEAD_RUNS:-2}" > "$OUT/overhead.txt" 2>&1
+  echo "overhead exit $?" >> "$OUT/overhead.txt"
+}
+smoke() {
+  CUDA_VISIBLE_DEVICES=$1 OUT="$OUT" CAP=150 timeout -k 10 "$CAP" bash scripts/gpu/judge_outside_smoke.sh \
+    > "$OUT/smoke.txt" 2>&1
+  echo "smoke exit $?" >> "$OUT/smoke.txt"
+}
+if [ "$N" -ge 4 ]; then
+  overhead 0,1 & SMOKE_RUNS=${SMOKE_RUNS:-1 3 5 4} smoke 2,3 & wait
+else
+  CAP=$((CAP / 2)); overhead 0,1; SMOKE_RUNS=${SMOKE_RUNS:-1 3 5} smoke 0,1
+fi
+{ echo; echo "== overhead (bare loop against the judged reference)"; cat "$OUT/overhead.txt"
+  echo; echo "== smoke (judge, file, verdict, speedup, wall, per-call ms, blocks)"; cat "$OUT/smoke.txt"; } >> "$LOG"
+rm -f "$OUT/overhead.txt" "$OUT/smoke.txt"
+tail -40 "$LOG"
