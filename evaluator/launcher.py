@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import selectors
 import shutil
 import signal
@@ -38,6 +39,9 @@ MAX_LINE_BYTES = 1 << 20
 # What a side's messages can make the evaluator keep: errors and second answers (the first few say
 # all there is), and progress labels per rank (a real run writes a few hundred).
 MAX_KEPT = 16
+# How long the judge waits for room in a rank's command pipe before it calls the side's silence a
+# protocol violation (an honest rank reads at once; a long command line may need a few reads).
+COMMAND_WRITE_S = 5.0
 MAX_LABELS = 4096
 # `python -I`: no environment variables, no user site, nothing importable from the working
 # directory; the harness's packages come from the (read-only) checkout.
@@ -135,6 +139,7 @@ class SideRun(SideDiagnosis):
             if self.job.get("driven"):
                 command_r, state.command_fd = os.pipe()
                 os.set_inheritable(state.command_fd, False)
+                os.set_blocking(state.command_fd, False)  # see write_command: never blocks for ever
                 argv.append(str(command_r))
                 keep += (command_r,)
                 theirs.append(command_r)
@@ -200,12 +205,8 @@ class SideRun(SideDiagnosis):
             if self.buffers is not None:  # a judged side's last command: named in a diagnosis
                 state.command, state.command_limit_s = str(payload.get("cmd", "")), within_s or 0.0
                 state.builds_allowed = False
-            if state.command_fd is None:
-                continue
-            try:
-                os.write(state.command_fd, line)
-            except OSError:
-                pass  # the rank is gone: its exit is what we report
+            if state.command_fd is not None:
+                self.write_command(state.rank, line)
 
     def command_each(self, payloads: list[dict[str, Any]], within_s: float, what: str,
                      builds: bool = False) -> None:
@@ -230,13 +231,32 @@ class SideRun(SideDiagnosis):
     def send_to(self, rank: int, payload: dict[str, Any]) -> None:
         """Write one command to one rank; no deadline moves (``command_each`` sets them, and the
         judge's ``go`` within a block is part of the command the rank is answering)."""
+        if self.ranks[rank].command_fd is not None:
+            self.write_command(rank, (json.dumps(payload) + "\n").encode())
+
+    def write_command(self, rank: int, line: bytes) -> None:
+        """Write a command to a rank's pipe, waiting for room at most COMMAND_WRITE_S. The rank
+        holds the read end: it can shrink the pipe and stop reading, and a blocking write would
+        then hold the judge, and every deadline it keeps, for ever (red team, fills_command_pipe).
+        The harness reads each command as it comes, so a pipe that stays full is the side's doing."""
         fd = self.ranks[rank].command_fd
-        if fd is None:
-            return
-        try:
-            os.write(fd, (json.dumps(payload) + "\n").encode())
-        except OSError:
-            pass  # the rank is gone: its exit is what we report
+        view, give_up = memoryview(line), time.monotonic() + COMMAND_WRITE_S
+        while view:
+            try:
+                view = view[os.write(fd, view):]
+                continue
+            except BlockingIOError:
+                pass
+            except OSError:
+                return  # the rank is gone (EPIPE): its exit is what we report
+            left = give_up - time.monotonic()
+            if left <= 0:
+                self.stray = self.stray or make_failure(
+                    FailureClass.PROTOCOL_VIOLATION,
+                    f"rank {rank} stopped reading the judge's commands: its command pipe stayed full for "
+                    f"{COMMAND_WRITE_S:.0f} s (the harness reads each command as it comes)", rank=rank)
+                return
+            select.select([], [fd], [], left)
 
     def cpu_seconds(self) -> float:
         """Processor seconds the side's processes used so far, reaped children's included."""

@@ -35,6 +35,10 @@ class WrittenCall:
     tensors: dict[str, tuple[torch.Tensor, int, int]]  # name -> (our copy, offset, nbytes)
 
 
+# More dimensions than torch itself allows in practice: an output description with more is not ours.
+MAX_DIMS = 16
+
+
 class OutputError(Exception):
     """What the rank left in an output slot is not a set of outputs (its message says why)."""
 
@@ -129,14 +133,18 @@ class RankBuffers:
         try:
             dtype_key, shape, offset, nbytes = entry
             dtype = DTYPES[dtype_key]
-            shape = [int(s) for s in shape]
-            offset, nbytes = int(offset), int(nbytes)
+            if not isinstance(shape, list) or len(shape) > MAX_DIMS or not all(
+                    type(v) is int for v in (*shape, offset, nbytes)):
+                raise TypeError  # the harness writes plain integers: not floats, bools or Infinity
         except (ValueError, KeyError, TypeError):
             raise OutputError("the outputs' description is not the harness's") from None
         numel = 1
         for size in shape:
             if size < 0:
                 raise OutputError(f"an output has a negative dimension {shape}")
+            if size > self.slot_bytes:  # even beside a zero: an empty tensor of it overflows its strides
+                raise OutputError(f"an output's dimension {size} is more than the {self.slot_bytes - HEADER_BYTES} "
+                                  "bytes this problem's outputs can take")
             numel *= size
         itemsize = torch.empty((), dtype=dtype).element_size()
         if numel * itemsize != nbytes or offset < after or offset + nbytes > self.slot_bytes:

@@ -239,6 +239,11 @@ class Judge:
         except OutputError as exc:
             raise DrivenFailure(side, make_failure(
                 FailureClass.PROTOCOL_VIOLATION, f"rank {rank}, {what}: {exc}", rank=rank)) from None
+        except Exception as exc:  # noqa: BLE001 - the slot's bytes are the side's: no parse of them may end the judge
+            raise DrivenFailure(side, make_failure(
+                FailureClass.PROTOCOL_VIOLATION,
+                f"rank {rank}, {what}: the outputs' description is not the harness's "
+                f"({type(exc).__name__})", rank=rank)) from None
 
     def save_outputs(self, label: str, outputs: list[list[torch.Tensor]]) -> None:
         for rank, rank_outputs in enumerate(outputs):

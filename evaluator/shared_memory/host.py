@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import mmap
 import os
 
@@ -19,8 +20,12 @@ class HostMemory(Exported):
     @classmethod
     def create(cls, name: str, size: int) -> "HostMemory":
         size = max(size, 1)
-        fd = os.memfd_create(name, os.MFD_CLOEXEC)
+        fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         os.ftruncate(fd, size)
+        # Sealed at its size before any rank gets it: a rank that could shrink the file would make
+        # the judge's next touch of its own mapping a SIGBUS, which kills the judge with no report
+        # (tests/evaluator/hostile/truncates_shared_buffers.py).
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
         return cls(fd, mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE), size)
 
     @classmethod

@@ -78,6 +78,13 @@ def test_outputs_larger_than_the_slot_are_refused_by_the_harness(pair):
     ([["float32", [4], HEADER_BYTES, 16], ["float32", [4], HEADER_BYTES + 8, 16]], "overlap"),
     ([["complex32", [4], HEADER_BYTES, 16]], "not the harness's"),
     ([["float32", [1], HEADER_BYTES, 4]] * 65, "not the harness's"),
+    # Empty outputs pass the byte bounds; these dimensions broke the judge itself (red team,
+    # crashes_judge_output_reader): Infinity, strides that overflow, an int too long for torch.
+    ([["float32", [0, float("inf")], HEADER_BYTES, 0]], "not the harness's"),
+    ([["float32", [0, 2**62, 2**62], HEADER_BYTES, 0]], "more than"),
+    ([["float32", [0, 10**30], HEADER_BYTES, 0]], "more than"),
+    ([["float32", [True, 4], HEADER_BYTES, 16]], "not the harness's"),
+    ([["float32", [1] * 17, HEADER_BYTES, 4]], "not the harness's"),
 ])
 def test_a_forged_description_is_refused_before_any_data_is_read(pair, entries, why):
     judge, _ = pair
@@ -165,3 +172,20 @@ def test_blocks_at_the_default_all_reduce_size_are_not_cut_to_what_the_shared_bu
     huge = calls_per_block(TimingConfig(), 3 * GPU_BUFFER_BUDGET_BYTES, GPU_BUFFER_BUDGET_BYTES, device="cuda")
     assert huge.ring == huge.calls == 1  # one call at a time still works: each is released after the last returned
     assert calls_per_block(None, 4096, 8192).calls == 1  # untimed: one call per command
+
+
+def test_a_rank_cannot_shrink_or_grow_the_memory_it_shares_with_the_judge(pair):
+    """A shrunk memory file makes the judge's next touch of its own mapping a SIGBUS, which no
+    Python code survives (red team, truncates_shared_buffers): the files are sealed at their size."""
+    import os
+
+    judge, _ = pair
+    for memory in (judge.input, judge.output):
+        fd = os.dup(memory.fd())  # the rank's inherited descriptor is as writable as this one
+        try:
+            for size in (0, memory.size * 2):
+                with pytest.raises(PermissionError):
+                    os.ftruncate(fd, size)
+        finally:
+            os.close(fd)
+        assert os.fstat(memory.fd()).st_size == memory.size
