@@ -163,10 +163,11 @@ class Evaluation:
         return self.config.trials + (CHECKED_CALLS if self.judged and side == "reference" else CHECKED_COPIES)
 
     def output_bytes_bound(self) -> int:
-        """One rank's outputs of one call are bytes it writes to memory, which the problem's
-        roofline counts among its HBM bytes: a bound taken without running anything."""
-        setting = self.problem.setting(self.config.world_size, self.config.size, self.dtype)
-        return int(self.problem.traffic(setting).hbm_bytes)
+        """The most bytes one rank's outputs of one call may take: half the judge's output slot,
+        which is sized from the problem alone (judge/inputs.py); every reference's outputs fit in
+        that half (tests/problems/test_oracles.py), and the judge refuses more (judge/buffers.py)."""
+        call_bytes = max(self.maker.call_bytes(rank) for rank in range(self.config.world_size))
+        return output_capacity(self.problem, self.config.world_size, self.config.size, self.dtype, call_bytes) // 2
 
     def side_run(self, side: str, workdir: Path, buffers: Optional[list[RankBuffers]] = None) -> SideRun:
         """A judged candidate (``buffers``) gets no salt: its inputs are the judge's to make."""
@@ -252,8 +253,12 @@ class Evaluation:
         outputs_dir.mkdir(exist_ok=True)
         step_s = self.config.limits.step_s
         quiet = DeviceQuiet(list(range(self.config.world_size))) if self.config.device == "cuda" else None
+        # What the judge may keep of the candidate's outputs (its copies live in host memory, outside
+        # the candidate's limits): every trial's and drawn call's, each within the honest bound.
+        keep_budget = disk_for_outputs(self.config.resources.disk_bytes, self.config.trials + CHECKED_CALLS,
+                                       self.output_bytes_bound(), self.config.world_size)
         judge = Judge(self.maker, self.problem.may_overwrite, outputs_dir, buffers, step_s,
-                      on_progress=self.on_progress, quiet=quiet)
+                      on_progress=self.on_progress, quiet=quiet, keep_budget=keep_budget)
         candidate_run = self.side_run("candidate", workdir, buffers=buffers["candidate"])
         reference_run = self.side_run("reference", workdir, buffers=buffers["reference"]) if self.timing else None
         runs = [r for r in (candidate_run, reference_run) if r is not None]

@@ -52,6 +52,10 @@ class RankBuffers:
         self.device = device
         self.region = aligned(max(call_input_bytes, 1))
         self.slot_bytes = aligned(HEADER_BYTES + max(slot_bytes, 1))
+        # Honest outputs take at most half the slot's capacity (tests/problems/test_oracles.py); the
+        # judge copies and keeps what it reads, so it reads no more than that (red team,
+        # fills_judge_shm: slot-sized outputs made the judge keep 76 x an honest footprint).
+        self.max_output_bytes = max(slot_bytes, 1) // 2
         self.input: SharedMemory = create(device, f"pkb-{name}-inputs", calls * self.region)
         self.output: SharedMemory = create(device, f"pkb-{name}-outputs", calls * self.slot_bytes)
 
@@ -123,10 +127,14 @@ class RankBuffers:
                 raise ValueError
         except (ValueError, KeyError, TypeError, RecursionError):  # deep nesting recurses past the limit
             raise OutputError("the outputs' description is not the harness's") from None
-        outputs, end = [], HEADER_BYTES
+        outputs, end, total = [], HEADER_BYTES, 0
         for entry in entries:
             outputs.append(self._one_output(entry, base, end))
             end = entry[2] + entry[3]
+            total += entry[3]
+            if total > self.max_output_bytes:
+                raise OutputError(f"the outputs take more than {self.max_output_bytes} bytes, twice what any "
+                                  "reference's outputs take for this problem and size")
         return outputs
 
     def _one_output(self, entry: Any, base: int, after: int) -> torch.Tensor:

@@ -110,11 +110,13 @@ class Judge:
     def __init__(self, maker: InputMaker, may_overwrite: tuple[str, ...], outputs_dir: Path,
                  buffers: dict[str, list[RankBuffers]], step_s: float,
                  on_progress: Optional[Callable[[str, dict[str, Any]], None]] = None,
-                 quiet: Optional[DeviceQuiet] = None) -> None:
+                 quiet: Optional[DeviceQuiet] = None, keep_budget: Optional[int] = None) -> None:
         self.on_progress = on_progress  # the judge says how far it got: ranks' words are not read
         self.maker = maker
         self.may_overwrite = may_overwrite
         self.outputs_dir = outputs_dir  # the candidate's outputs, as the judge copied them
+        self.keep_budget = keep_budget  # bytes of them it may hold at once (host memory)
+        self.kept_bytes: dict[str, int] = {}  # label -> bytes saved under it
         self.buffers = buffers
         self.step_s = step_s
         self.checked = CheckedCalls(CHECKED_CALLS)
@@ -246,12 +248,25 @@ class Judge:
                 f"({type(exc).__name__})", rank=rank)) from None
 
     def save_outputs(self, label: str, outputs: list[list[torch.Tensor]]) -> None:
-        for rank, rank_outputs in enumerate(outputs):
-            torch.save([t.cpu() for t in rank_outputs], self.outputs_dir / f"task0_{label}_rank{rank}.pt")
+        size = sum(t.numel() * t.element_size() for rank_outputs in outputs for t in rank_outputs)
+        held = sum(self.kept_bytes.values()) + size
+        if self.keep_budget is not None and held > self.keep_budget:
+            raise DrivenFailure("candidate", make_failure(
+                FailureClass.RESOURCE_LIMIT,
+                f"the outputs the judge keeps to compare reached {held / 2**30:.1f} GiB, past the "
+                f"{self.keep_budget / 2**30:.1f} GiB that this problem's outputs can take"))
+        try:
+            for rank, rank_outputs in enumerate(outputs):
+                torch.save([t.cpu() for t in rank_outputs], self.outputs_dir / f"task0_{label}_rank{rank}.pt")
+        except OSError as exc:  # the judge's memory-backed disk is full: the side's outputs filled it
+            raise DrivenFailure("candidate", make_failure(
+                FailureClass.RESOURCE_LIMIT, f"the judge could not keep the outputs of {label}: {exc}")) from None
+        self.kept_bytes[label] = size
 
     def drop_outputs(self, label: str) -> None:
         for path in self.outputs_dir.glob(f"task0_{label}_rank*.pt"):
             path.unlink()
+        self.kept_bytes.pop(label, None)
 
     # -- the phases ---------------------------------------------------------------------------
     def trials(self, run: SideRun, seeds: list[int]) -> None:

@@ -189,3 +189,30 @@ def test_a_rank_cannot_shrink_or_grow_the_memory_it_shares_with_the_judge(pair):
         finally:
             os.close(fd)
         assert os.fstat(memory.fd()).st_size == memory.size
+
+
+def test_outputs_past_half_the_slot_are_refused_before_the_judge_keeps_them(pair):
+    """Every reference's outputs take at most half the slot (tests/problems/test_oracles.py); a
+    rank that fills the slot would make the judge keep a slot per trial and drawn call in host
+    memory (red team, fills_judge_shm): it is refused as it is read."""
+    judge, rank = pair
+    rank.write_outputs([torch.zeros(judge.max_output_bytes // 4)], judge.slot(0), judge.slot_bytes)
+    assert judge.read_outputs(0)[0].numel() == judge.max_output_bytes // 4
+    rank.write_outputs([torch.zeros(judge.max_output_bytes // 4 + 1)], judge.slot(1), judge.slot_bytes)
+    with pytest.raises(OutputError, match="twice what any reference"):
+        judge.read_outputs(1)
+
+
+def test_the_judge_keeps_no_more_of_a_candidates_outputs_than_its_budget(tmp_path):
+    from evaluator.judge.driver import Judge
+    from evaluator.paired import DrivenFailure
+
+    judge = Judge(None, (), tmp_path, {}, step_s=1.0, keep_budget=1000)  # type: ignore[arg-type]
+    judge.save_outputs("trial0", [[torch.zeros(100)], [torch.zeros(100)]])  # 800 bytes
+    judge.drop_outputs("trial0")
+    judge.save_outputs("timed3", [[torch.zeros(100)], [torch.zeros(100)]])  # a dropped label frees its share
+    with pytest.raises(DrivenFailure) as caught:
+        judge.save_outputs("timed9", [[torch.zeros(100)], [torch.zeros(100)]])
+    assert caught.value.side == "candidate"
+    assert caught.value.failure["failure_class"] == "resource_limit"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["task0_timed3_rank0.pt", "task0_timed3_rank1.pt"]
