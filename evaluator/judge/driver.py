@@ -138,13 +138,18 @@ class Judge:
                   within_s: float, what: str, builds: bool = False,
                   on_called: Optional[Callable[[int, int], None]] = None,
                   names: Optional[list[str]] = None) -> float:
-        """Release the first call's inputs, thaw the side, have it run the calls, releasing each
-        next call's inputs to a rank once ``on_called(rank, call)`` has taken what it wants of the
-        call that rank finished; wait for its answer, freeze it: our seconds."""
+        """Release the first call's inputs, thaw the side, have it run the calls: once every rank
+        has returned a call, ``on_called(rank, call)`` takes what it wants of it for each rank and
+        the next call's inputs are released to all; wait for the answer, freeze the side: our
+        seconds."""
         self.block_id += 1
         block = self.block_id
+        # No barrier in the ranks ("align": False): a step only the harness takes is one the
+        # candidate can delete from its own process and be scored faster for (red team,
+        # skips_the_alignment). The judge holds the barrier instead: no rank gets call i + 1
+        # before every rank has returned call i.
         commands = [{"cmd": "calls", "block": block,
-                     "calls": [{"inputs": w.manifest, "slot": self.buffers[side][rank].slot(i),
+                     "calls": [{"inputs": w.manifest, "slot": self.buffers[side][rank].slot(i), "align": False,
                                 "capacity": self.buffers[side][rank].slot_bytes} for i, w in enumerate(calls)]}
                     for rank, calls in enumerate(written)]
         for rank, calls in enumerate(written):
@@ -162,6 +167,8 @@ class Judge:
         thawed = time.perf_counter()
         run.command_each(commands, within_s=within_s, what=what, builds=builds)
         releasing = 0.0  # of the run phase: the judge's own work between a rank's "called" and "go"
+        ranks = len(written)
+        returned: set[int] = set()  # the ranks that have returned the call they run now
         while not run.waiting():
             failure = run.poll(0.02 if last == 0 else 0.002)
             if failure is not None:
@@ -169,13 +176,23 @@ class Judge:
             for rank, said_block, call in run.take_called():
                 if said_block != block or call != released[rank] or call >= last:
                     continue  # not the call this rank runs now: a claim that releases nothing
+                returned.add(rank)
+                if len(returned) < ranks:
+                    continue
+                # Every rank has returned this call: only now is it drawn or not and its slots
+                # copied, so no rank can learn the draw (from how long its "go" took) while a
+                # peer's outputs for the same call are still its own to change (red team,
+                # learns_the_draw_from_a_peer).
                 took = time.perf_counter()
-                if on_called is not None:
-                    on_called(rank, call)
-                self.check_before_reuse(side, rank, written[rank], call + 1, names)
-                self.buffers[side][rank].release(written[rank][call + 1])
-                released[rank] = call + 1
-                run.send_to(rank, {"cmd": "go", "block": block, "call": call + 1})
+                for each in range(ranks):
+                    if on_called is not None:
+                        on_called(each, call)
+                    self.check_before_reuse(side, each, written[each], call + 1, names)
+                    self.buffers[side][each].release(written[each][call + 1])
+                    released[each] = call + 1
+                for each in range(ranks):
+                    run.send_to(each, {"cmd": "go", "block": block, "call": call + 1})
+                returned.clear()
                 releasing += time.perf_counter() - took
         answered = time.perf_counter()
         if not run.freeze():
