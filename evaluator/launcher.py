@@ -221,6 +221,7 @@ class SideRun(SideDiagnosis):
             state.last_progress = now
             state.deadline = now + within_s
             state.command, state.command_limit_s, state.builds_allowed = what, within_s, builds
+            state.claimed, state.answered_after = 0, None
             self.send_to(state.rank, payload)
 
     def take_called(self) -> list[tuple[int, int, int]]:
@@ -446,6 +447,8 @@ class SideRun(SideDiagnosis):
             # nothing and extends no deadline: the judge copies the call's outputs as it stands.
             if self.job.get("driven") and isinstance(event.get("block"), int) and isinstance(event.get("call"), int):
                 self.called.append((state.rank, event["block"], event["call"]))
+                if event["block"] == self.last_block:
+                    state.claimed += 1
             return
         now = state.last_progress = time.monotonic()
         if kind in (BUILD, BUILT):
@@ -484,6 +487,10 @@ class SideRun(SideDiagnosis):
                         self.duplicate_blocks.append(key)
                 # A judged side's answer says only that the block is done: keep nothing of it.
                 self.blocks.setdefault(key, {"block": block} if self.buffers is not None else event)
+            if state.answered_after is None:
+                # The harness answers after its last call, so after a "called" for every call but
+                # the last: an answer that comes sooner in the stream was not the harness's.
+                state.answered_after = state.claimed
             state.waiting, state.deadline = True, None
             label = f"{event.get('task')}:timing"
             if label not in state.labels:

@@ -30,6 +30,8 @@ class RankState:
     builds_allowed: bool = False  # a build announced during this command runs on the build limit
     timing_announced: bool = False  # its driven timed phase was reported as progress
     finished: bool = False
+    claimed: int = 0  # "called" messages for the command it is working on, in order of arrival
+    answered_after: Optional[int] = None  # how many had come when it answered that command
     building_since: Optional[float] = None  # our clock when the rank said it started a build
     build_s: float = 0.0  # seconds it spent building, on our clock
     labels: list[str] = field(default_factory=list)  # "task:step" of every completed step

@@ -216,10 +216,15 @@ class Judge:
                 f"during the reference's {what} (work that escapes the freeze runs beside the other side)"))
         if (twice := answered_twice(run)) is not None:
             raise DrivenFailure(side, twice)
-        if (short := next((rank for rank, done in enumerate(released) if done != last), None)) is not None:
+        # Answered before its last call: the judge had not released it yet, or the answer came in
+        # the stream before the "called" of every earlier call (it then arrives in the same read
+        # as the last release, and the clock would stop with a call still to run).
+        answered = [min(done, state.answered_after if state.answered_after is not None else done)
+                    for done, state in zip(released, run.ranks)]
+        if (short := next((rank for rank, done in enumerate(answered) if done != last), None)) is not None:
             raise DrivenFailure(side, make_failure(
                 FailureClass.PROTOCOL_VIOLATION,
-                f"rank {short} answered {what} after {released[short] + 1} of its {last + 1} calls: the "
+                f"rank {short} answered {what} after {answered[short] + 1} of its {last + 1} calls: the "
                 "harness answers a block after its last call", rank=short))
         return seconds
 
