@@ -11,7 +11,10 @@ harness never writes make that raise something nothing in ``Judge.copy_outputs``
   ``int(inf)`` raises OverflowError (an ArithmeticError, not a ValueError) before any bound;
 - ``stride``: shape ``[0, 2**62, 2**62]``: ``torch.empty`` raises RuntimeError ("Stride
   calculation overflowed");
-- ``long``: shape ``[0, 10**30]``: ``torch.empty`` raises TypeError, outside the ``try``.
+- ``long``: shape ``[0, 10**30]``: ``torch.empty`` raises TypeError, outside the ``try``;
+- ``strings``: an offset and a size as JSON strings (``"65536"``, ``"0"``): ``int()`` takes them,
+  but the next output's bound is computed from the raw entry (``end = entry[2] + entry[3]``, string
+  concatenation) and ``offset < after`` raises TypeError.
 
 The first trial's outputs are copied by the judge right after the first call, so a candidate that
 would fail (its calls here are honest until it decides otherwise) ends the evaluation with a
@@ -24,11 +27,12 @@ Measured 2026-11-28 (sandbox on, redteam branch at 72f5d6f): three runs of ``inf
 ~15 s with a traceback ending ``OverflowError: cannot convert float infinity to integer`` in
 ``_one_output`` (from ``Judge.trials``, trial 0); no report. ``stride``: rc=1, ``RuntimeError:
 Stride calculation overflowed``; ``long``: rc=1, ``TypeError: empty(): argument 'size' failed to
-unpack``.
+unpack``; ``strings``: rc=1, ``TypeError: '<' not supported between instances of 'int' and 'str'``.
 
 Fix (judge/buffers.py ``_one_output``): convert and bound before making anything: each dimension
 an ``int`` (reject bool/float: ``type(s) is int``), ``0 <= s < 2**40``, at most 16 dimensions,
-and make the empty tensor inside a ``try`` that turns any exception into OutputError; better still,
+offsets and sizes ``type(v) is int`` too (and ``after`` from the converted values), and make
+the empty tensor inside a ``try`` that turns any exception into OutputError; better still,
 ``Judge.copy_outputs`` catching every Exception from ``read_outputs`` as the candidate's
 protocol_violation (the bytes are the candidate's), so no parse of its bytes can end the judge.
 """
@@ -39,8 +43,8 @@ import struct
 import torch
 import torch.distributed as dist
 
-_SHAPES = {"inf": "[0, Infinity]", "stride": json.dumps([0, 2**62, 2**62]), "long": json.dumps([0, 10**30])}
-VARIANT = "inf"  # or "stride", "long" (the rank gets no environment: python -I)
+_SHAPES = {"strings": None, "inf": "[0, Infinity]", "stride": json.dumps([0, 2**62, 2**62]), "long": json.dumps([0, 10**30])}
+VARIANT = "inf"  # or "stride", "long", "strings" (the rank gets no environment: python -I)
 _patched = False
 
 
@@ -52,7 +56,8 @@ def _patch():
     shape = _SHAPES[VARIANT]
 
     def write_outputs(self, outputs, slot, capacity):
-        body = ('{"outputs": [["float32", %s, 65536, 0]]}' % shape).encode()
+        body = ('{"outputs": [["float32", %s, 65536, 0]]}' % shape).encode() if shape else \
+            b'{"outputs": [["float32", [0], "65536", "0"], ["float32", [0], 70000, 0]]}'
         raw = bytearray(struct.pack("<I", len(body)) + body)
         self.output.view(slot, len(raw)).copy_(torch.frombuffer(raw, dtype=torch.uint8))
 
