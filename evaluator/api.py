@@ -301,10 +301,22 @@ class Evaluation:
         else:
             rechecks = self.rechecks(timed_calls)
             reference_run.thaw()
+            finishing = time.monotonic()
             reference_run.command({"cmd": "finish", "rechecks": rechecks},
                                   step_s * (len(self.seeds) + len(rechecks) + 1))
             wait_finished(reference_run)
             reference = reference_run.end()
+            if not reference.ok and reference_run.out_of_time and \
+                    candidate.wall_s > time.monotonic() - finishing:
+                # The reference ran out of the evaluation's time while it recomputed the answers,
+                # after a candidate that took longer than that recomputation: the time went to the
+                # candidate (red team, blames_the_reference: a finish held to the last second and
+                # a slow teardown turned a value mismatch into our harness_error).
+                return self.report(make_failure(
+                    FailureClass.RESOURCE_LIMIT,
+                    f"the candidate's side took {candidate.wall_s:.0f} s of the {reference_run.limits.total_s:.0f} s "
+                    "an evaluation may take (the end of its processes included), and left the reference too "
+                    "little to recompute the answers it is judged by"), [], None, candidate, reference)
         if not reference.ok:
             return self.report(reference.failure, [], None, candidate, reference)
         trials, failure = self.judge(workdir, timed_calls)

@@ -83,6 +83,7 @@ class SideRun(SideDiagnosis):
         self.duplicate_blocks: list[tuple[int, int]] = []  # (block, rank) answered more than once
         self.called: list[tuple[int, int, int]] = []  # (rank, block, call) said done, not yet taken
         self.stray: Optional[Failure] = None  # a judged side's status channel carried someone else's lines
+        self.out_of_time = False  # it failed for running past its whole allowance (total_s)
         self.last_block = 0  # the latest block commanded: an answer to any other proves nothing
         self.failure: Optional[Failure] = None
         self.box: Any = None
@@ -309,6 +310,7 @@ class SideRun(SideDiagnosis):
         else:
             over_total = now - self.started > self.limits.total_s
             if over_total or any(self._overdue(s, now) for s in self.ranks):
+                self.out_of_time = over_total
                 self.failure = self._deadlock(self.selector, self.box, over_total)
         return self.failure
 

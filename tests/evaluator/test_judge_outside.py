@@ -127,3 +127,40 @@ def test_the_report_says_how_many_timed_calls_were_checked_and_what_that_bounds(
     assert checks["checked"] == len(timed) == min(64, checks["timed_calls"])
     assert checks["pass_bound"]["0.9"] == pytest.approx(0.9 ** checks["checked"])
     assert len({t["seed"] for t in timed}) == len(timed)  # every timed call had inputs of its own
+
+
+# -- the second red-team pass (2026-11-28): ways to end an evaluation without a true verdict ------
+
+def test_an_output_description_that_breaks_the_reader_is_the_candidates_protocol_violation():
+    failed_as(run("crashes_judge_output_reader"), "protocol_violation", "not the harness's")
+
+
+def test_a_rank_cannot_shrink_the_memory_it_shares_with_the_judge():
+    # Its ftruncate fails (the files are sealed); before, the judge died of SIGBUS with no report.
+    report = run("truncates_shared_buffers")
+    assert report["verdict"] == "fail" and "Operation not permitted" in report["failure"]["message"]
+
+
+def test_a_rank_that_stops_reading_its_commands_ends_in_a_verdict():
+    failed_as(run("fills_command_pipe"), "protocol_violation", "stopped reading the judge's commands")
+
+
+def test_outputs_that_fill_the_slot_are_refused_before_the_judge_keeps_them():
+    failed_as(run("fills_judge_shm"), "protocol_violation", "twice what any reference")
+
+
+def test_a_rank_that_waits_to_learn_the_draw_only_loses_time():
+    # The draw of a call is made once every rank has returned it, so the first rank's "go" comes
+    # after its peer wrote its outputs: the peer, waiting for word of the draw first, waits in
+    # vain and answers honestly (before: wrong on unchecked calls, passing at 0.71-0.81x).
+    report = run("learns_the_draw_from_a_peer")
+    assert report["verdict"] == "fail" or report["timing"]["speedup"] < 0.3, report["timing"]["speedup"]
+
+
+@pytest.mark.confined  # it reads its side's start from its init, PID 1 of the side's namespace
+def test_a_candidate_that_spends_the_evaluations_time_is_blamed_for_it():
+    # The default limits, as `pkb eval --deadline 60` has them: the tests' short step limit would
+    # catch its held finish as the candidate's own deadlock, which proves nothing here.
+    from evaluator.config import Limits
+    report = run("blames_the_reference", deadline_s=60, limits=Limits())
+    failed_as(report, "resource_limit", "left the reference too little")
