@@ -30,7 +30,10 @@
     const title = textOf(lay.title);
     if (title) {
       const wrapped = wrap(title, charsFor(width - 30, FONT_PX));
-      lay.title = Object.assign({ x: 0.01, xanchor: "left", yref: "container", y: 1, yanchor: "top", pad: { t: 10 }, automargin: true,
+      // Above the plot area (paper-referenced, anchored at its bottom), so automargin makes room
+      // for every line: anchored at the container's top, plotly shifted a wrapped title up by its
+      // extra lines and a phone showed only the last one.
+      lay.title = Object.assign({ x: 0.01, xanchor: "left", yref: "paper", y: 1, yanchor: "bottom", pad: { b: 10 }, automargin: true,
                                   font: { size: FONT_PX } }, typeof lay.title === "object" ? lay.title : {}, { text: wrapped });
     }
     for (const key of ["xaxis", "yaxis"]) {
