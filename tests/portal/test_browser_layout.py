@@ -32,6 +32,10 @@ OVERLAPS = """() => {
     legend_on_x_title: hit(box(c.querySelector(".legend")), box(c.querySelector(".g-xtitle"))),
     legend_on_x_ticks: hit(box(c.querySelector(".legend")), box(c.querySelector(".xaxislayer-above"))),
     y_title_on_title: hit(box(c.querySelector(".g-ytitle")), box(c.querySelector(".g-gtitle"))),
+    // the drawing stays inside the card's frame (a border it covers is no frame at all)
+    svg_over_frame: (() => { const s = box(c.querySelector(".main-svg")), r = box(c), css = getComputedStyle(c);
+      return !!s && (s.bottom > r.bottom - parseFloat(css.borderBottomWidth) + 0.5 ||
+                     s.right > r.right - parseFloat(css.borderRightWidth) + 0.5); })(),
     // a wrapped title whose first lines start above the chart's own box are cut off by the card
     title_top: Math.round(box(c.querySelector(".g-gtitle")) ? box(c.querySelector(".g-gtitle")).top - box(c).top : 0),
     right: Math.round(c.getBoundingClientRect().right),
@@ -46,6 +50,7 @@ def charts_clear(page: Any) -> list[dict[str, Any]]:
     width = page.evaluate("document.documentElement.clientWidth")
     for c in charts:
         assert not (c["legend_on_x_title"] or c["legend_on_x_ticks"] or c["y_title_on_title"]), c
+        assert not c["svg_over_frame"], f"{c['id']} is drawn over its card's border"
         assert c["title_top"] >= 0, f"{c['id']}'s title starts {-c['title_top']} px above its chart"
         assert c["right"] <= width, f"{c['id']} ends at {c['right']} px in a {width} px window"
     return charts
