@@ -57,9 +57,10 @@
 
   // A share axis (0 to 1 shown as %) from zero to a little above the largest value: on a fixed
   // 0-100% axis the 0.7-2% bars of a hard board were invisible.
-  const shareAxis = (title, values) => {
+  // `headroom`: how far above the largest value the axis ends (room for the bars' labels).
+  const shareAxis = (title, values, headroom) => {
     const top = Math.max(0, ...values.filter((v) => typeof v === "number"));
-    const upper = top > 0 ? Math.min(1, top * 1.15) : 0.05;
+    const upper = top > 0 ? Math.min(1, top * (headroom || 1.15)) : 0.05;
     return { title: title, range: [0, upper], tickformat: upper < 0.1 ? ".1%" : ".0%", rangemode: "tozero" };
   };
 

@@ -175,3 +175,11 @@ def test_the_seeded_model_board_fits_a_phone(live_server: Any, phone: Any) -> No
     phone.goto(f"{live_server.url}/leaderboard/?hardware=h100-x2-nvlink")
     assert phone.locator("#seeded-runs li").count() >= 3
     no_page_overflow(phone)
+    # Each fast_p bar's value stays readable: plotly shrank a label to its bar's width, and three
+    # models' bars on a phone are about 14 px wide (labels 4 px tall).
+    phone.wait_for_selector("#chart-fastp .main-svg", timeout=15_000)
+    phone.wait_for_timeout(300)
+    labels = phone.evaluate("""() => Array.from(document.querySelectorAll('#chart-fastp .bartext'))
+        .map((t) => { const r = t.getBoundingClientRect(); return [t.textContent, Math.min(r.width, r.height)]; })
+        .filter(([text]) => text)""")
+    assert labels and all(size >= 9 for _, size in labels), labels
