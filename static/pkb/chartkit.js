@@ -80,11 +80,19 @@
     return axis;
   };
 
-  // At most one tick label per `px` pixels of the chart's width: every k-th of `ticks`.
+  // At most one tick label per `px` pixels of the chart's width, for a log axis of positive
+  // `ticks` (sorted), evenly spaced: each kept tick at least one step past the one before, the
+  // step being the larger of an even share of the range and the ticks' median gap. Every k-th
+  // tick was uneven where two series' sizes meet (the probe's 4x steps, then a sweep's 2x steps
+  // crowded at the right of the problem page's chart).
   const thin = (ticks, el, px) => {
+    if (ticks.length < 3) return ticks;
     const room = Math.max(2, Math.floor(((el && el.clientWidth) || 600) / (px || 70)));
-    const every = Math.ceil(ticks.length / room);
-    return ticks.filter((_, i) => i % every === 0);
+    const gaps = ticks.slice(1).map((t, i) => Math.log(t / ticks[i])).sort((a, b) => a - b);
+    const step = Math.max(Math.log(ticks[ticks.length - 1] / ticks[0]) / (room - 1), gaps[Math.floor(gaps.length / 2)]);
+    const kept = [];
+    for (const t of ticks) if (!kept.length || Math.log(t / kept[kept.length - 1]) >= step * 0.999) kept.push(t);
+    return kept;
   };
 
   window.PKBChart = { layout, plot, wrap, shareAxis, countAxis, logAxis, thin };

@@ -5,6 +5,7 @@ submission's tables that fit a phone."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -124,6 +125,12 @@ def test_log_and_size_axes_keep_few_labels(live_server: Any, desktop: Any, site:
     thinned = desktop.evaluate("(s) => PKBChart.thin(s, {clientWidth: 560}, 70)", sizes)
     assert 2 <= len(thinned) <= 8 and thinned[0] == sizes[0] and set(thinned) <= set(sizes)
     assert desktop.evaluate("(s) => PKBChart.thin(s, {clientWidth: 5000}, 70).length", sizes) == 17
+    # the problem page's sizes: the probe's (1 KiB, x4) and a sweep's (64 MiB to 512 MiB, x2)
+    # together; labels evenly spaced on the log axis, not 4x apart and then crowded at 2x
+    mixed = sorted({1024 * 4 ** i for i in range(10)} | {2 ** 26 * 2 ** i for i in range(4)})
+    kept = desktop.evaluate("(s) => PKBChart.thin(s, {clientWidth: 1270}, 70)", mixed)
+    steps = [math.log2(b / a) for a, b in zip(kept, kept[1:])]
+    assert kept[0] == mixed[0] and max(steps) <= 1.5 * min(steps), kept
     assert desktop.evaluate("PKBChart.logAxis('t', [0.004, 0.5, 40]).dtick") == 1
     assert desktop.evaluate("PKBChart.logAxis('t', [0.4, 0.9, 1.6]).dtick") is None
     assert desktop.evaluate("PKBChart.countAxis('t', 3).dtick") == 1
