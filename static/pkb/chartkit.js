@@ -51,7 +51,19 @@
   const plot = (id, traces, lay) => {
     const el = document.getElementById(id);
     if (!el || !window.Plotly) return null;
-    Plotly.newPlot(el, traces, layout(el, lay), config);
+    const drawn = layout(el, lay);
+    Plotly.newPlot(el, traces, drawn, config);
+    // The y title was wrapped for a guess at the plot's height; a title of three or four lines
+    // (a phone) leaves less, and the y title then ran up into it: where they meet, wrap it again
+    // to the plot area plotly drew.
+    const text = textOf(lay && lay.yaxis && lay.yaxis.title), size = el._fullLayout && el._fullLayout._size;
+    const box = (sel) => { const n = el.querySelector(sel); return n ? n.getBoundingClientRect() : null; };
+    const y = box(".g-ytitle"), t = box(".g-gtitle");
+    if (text && size && size.h && y && t && y.height && t.height && y.top < t.bottom && t.top < y.bottom &&
+        y.left < t.right && t.left < y.right) {
+      const rewrapped = wrap(text, charsFor(size.h, AXIS_FONT_PX));
+      if (rewrapped !== drawn.yaxis.title.text) Plotly.relayout(el, { "yaxis.title.text": rewrapped });
+    }
     return el;
   };
 

@@ -75,7 +75,8 @@ def test_chart_parts_do_not_overlap_at_1400_px(live_server: Any, desktop: Any, s
 def test_chart_parts_do_not_overlap_on_a_phone(live_server: Any, phone: Any, site: dict[str, Any]) -> None:
     # titles wrap to two or three lines here: each must start inside its chart (the hardware
     # page's heatmap and curves too)
-    for url in board_urls(site) + [f"/hardware/{site['h200'].slug}/"]:
+    for url in board_urls(site) + [f"/hardware/{site['h200'].slug}/",
+                                   f"/problems/all-reduce/?hardware={site['h200'].slug}"]:
         phone.goto(live_server.url + url)
         charts_clear(phone)
         no_page_overflow(phone)
