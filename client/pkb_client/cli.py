@@ -62,7 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("prompt", parents=[common], help=COMMAND_HELP["prompt"])
     p.add_argument("--problem", required=True, help=PROBLEM_HELP)
-    p.add_argument("--hardware", help=INFERRED_HARDWARE_HELP)
+    p.add_argument("--hardware", help=HARDWARE_HELP + "; default: the hardware `pkb submit` "
+                   "would pick (the one that runs the problem and that a worker serves), else the "
+                   "busiest; the prompt names it")
     p.add_argument("--backend", default="torch", choices=("torch", "triton", "cuda"))
 
     p = sub.add_parser("agent", parents=[common], help=COMMAND_HELP["agent"])
