@@ -71,7 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model-command", required=True,
                    help="shell command: reads the prompt on stdin, prints a solution file")
     p.add_argument("--problem", required=True, help=PROBLEM_HELP)
-    p.add_argument("--hardware", required=True, help=HARDWARE_HELP)
+    p.add_argument("--hardware", help=HARDWARE_HELP + "; default: --run's hardware, else the one "
+                   "`pkb prompt` picks (what `pkb submit` would pick), and the agent says which")
     p.add_argument("--turns", type=int, default=3, help="attempts, each fed the last failure (default: 3)")
     p.add_argument("--backend", default="torch", choices=("torch", "triton", "cuda"))
     p.add_argument("--run", type=int, help="record the turns in this run (default: a new run)")
@@ -343,15 +344,20 @@ def cmd_run_import(args: argparse.Namespace, api: Api, out: Out) -> int:
 def cmd_agent(args: argparse.Namespace, api: Api, out: Out) -> int:
     if args.turns < 1:
         raise Usage("--turns: at least 1")
-    run_id = args.run
+    run_id, hardware = args.run, args.hardware
+    if hardware is None:  # as submit and prompt: the portal's choice, named
+        hardware = (api.get(f"runs/{run_id}/")["hardware"] if run_id is not None else
+                    api.get("prompt/", problem=args.problem, backend=args.backend)["hardware"])
+        out.status(f"hardware: {hardware} (" + (f"run {run_id}'s" if run_id is not None else
+                                                 "chosen by the portal; --hardware to name one") + ")")
     if run_id is None:
         run = api.post("runs/", json={"model": args.model, "provider": args.provider,
-                                      "hardware": args.hardware, "k": args.turns,
+                                      "hardware": hardware, "k": args.turns,
                                       "backend": args.backend,
                                       "note": f"pkb agent loop on {args.problem}, {args.turns} turns; "
                                               f"model command: {args.model_command}"})
         run_id = run["id"]
-    result = agent.run_agent(api, run_id=run_id, problem=args.problem, hardware=args.hardware,
+    result = agent.run_agent(api, run_id=run_id, problem=args.problem, hardware=hardware,
                              backend=args.backend, command=args.model_command, turns=args.turns,
                              wait_s=args.wait_timeout, model_timeout_s=args.model_timeout,
                              show=out.status)
