@@ -316,3 +316,13 @@ def test_the_prompt_without_hardware_is_for_hardware_that_runs_the_problem(
     all_reduce.save()
     body = anonymous_api.get("/api/v1/prompt/?problem=all-reduce").json()
     assert body["hardware"] == gpu_hardware.slug and body["world_size"] == 4
+
+
+def test_the_api_docs_group_endpoints_by_resource(anonymous_api: Any) -> None:
+    # ReDoc and Swagger UI list the schema's tags: one tag "v1" for every endpoint, with
+    # operations named v1_retrieve, v1_problems_list, ... told a visitor nothing
+    schema = anonymous_api.get("/api/schema/?format=json").json()
+    tags = {path: op["tags"] for path, ops in schema["paths"].items() for op in ops.values()
+            if isinstance(op, dict) and "tags" in op}
+    assert tags["/api/v1/problems/"] == ["problems"] and tags["/api/v1/submissions/"] == ["submissions"]
+    assert not any(t == ["v1"] for path, t in tags.items() if path != "/api/v1/")
