@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("login", parents=[common], help=COMMAND_HELP["login"])
-    p.add_argument("--username")
+    p.add_argument("--username", help="default: asked for")
     p.add_argument("--password", help="default: asked for (or PKB_PASSWORD)")
     p.add_argument("--token", help="store this token instead of asking for one")
 
@@ -78,8 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run", type=int, help="record the turns in this run (default: a new run)")
     p.add_argument("--model", default="agent", help="model name of the new run (default: agent)")
     p.add_argument("--provider", default="", help="who serves the model, e.g. openai (optional)")
-    p.add_argument("--wait-timeout", type=float, default=3600.0)
-    p.add_argument("--model-timeout", type=float, default=600.0)
+    p.add_argument("--wait-timeout", type=float, default=3600.0,
+                   help="seconds to wait for each turn's verdict (default: %(default)s)")
+    p.add_argument("--model-timeout", type=float, default=600.0,
+                   help="seconds the model command may take per turn (default: %(default)s)")
 
     run = sub.add_parser("run", parents=[common], help=COMMAND_HELP["run"])
     rsub = run.add_subparsers(dest="run_command", required=True)
@@ -89,10 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--k", type=int, required=True, help="samples per problem")
     p.add_argument("--provider", default="", help="who serves the model, e.g. openai (optional)")
     p.add_argument("--backend", default="cuda", choices=("torch", "triton", "cuda"))
-    p.add_argument("--precision", default="bf16")
+    p.add_argument("--precision", default="bf16", help="the samples' precision, e.g. bf16 (default)")
     p.add_argument("--sampling", default="{}", help='JSON, e.g. \'{"temperature": 1.0}\'')
-    p.add_argument("--note", default="")
-    p.add_argument("--link", default="")
+    p.add_argument("--note", default="", help="shown on the run's page")
+    p.add_argument("--link", default="", help="a URL shown on the run's page (a paper, a repository)")
     p = rsub.add_parser("add", parents=[common],
                         help="add samples: a .py (with --problem), a directory or a zip/tar")
     p.add_argument("run", type=int)
@@ -109,11 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = rsub.add_parser("import", parents=[common], help="import a ParallelKernelBench directory")
     p.add_argument("directory", type=Path)
     p.add_argument("--hardware", required=True, help="where to evaluate it: " + HARDWARE_HELP)
-    p.add_argument("--k", type=int, default=1)
+    p.add_argument("--k", type=int, default=1, help="samples per problem (default: 1)")
     p.add_argument("--model", help="override the directory's model slug")
     p.add_argument("--provider", help="override the directory's provider")
-    p.add_argument("--note", default="")
-    p.add_argument("--link", default="")
+    p.add_argument("--note", default="", help="shown on the run's page")
+    p.add_argument("--link", default="", help="a URL shown on the run's page (a paper, a repository)")
     p.add_argument("--dry-run", action="store_true", help="show each file's fate; store nothing")
     return parser
 
