@@ -76,8 +76,13 @@
       { title: "Best correct speedup per problem (bars: its interval)" + unranked, yaxis: { title: "problem (solved by at least one model)", categoryarray: solved.slice().reverse(), categoryorder: "array", dtick: 1 },
         xaxis: K.logAxis("best correct speedup (x, log scale)", values(d.speedups).concat([1])),
         shapes: [{ type: "line", yref: "paper", y0: 0, y1: 1, x0: 1, x1: 1, line: { dash: "dot", color: "#888" } }] });
+    // All zero: say so on the chart instead of leaving an empty grid to puzzle over.
+    const shares = values(d.categories).flatMap(Object.values);
+    const none = !shares.some((v) => v > 0) ? [{ text: "No model is faster than the reference in any category", xref: "paper", yref: "paper",
+      x: 0.5, y: 0.5, showarrow: false, font: { size: 14, color: "#6b7280" } }] : [];
     plot("chart-categories", Object.entries(d.categories).map(([m, c]) => ({ type: "bar", name: m, x: Object.keys(c), y: Object.values(c) })),
-      { title: "Faster than the reference, by category" + unranked, barmode: "group", xaxis: { title: "category" }, yaxis: K.shareAxis("share of the category (%)", values(d.categories).flatMap(Object.values)) });
+      { title: "Faster than the reference, by category" + unranked, barmode: "group", xaxis: { title: "category" }, yaxis: K.shareAxis("share of the category (%)", shares),
+        annotations: none });
     const outcomes = Array.from(new Set(Object.values(d.failures).flatMap((f) => Object.keys(f))));
     const most = Math.max(1, ...Object.values(d.failures).map((f) => Object.values(f).reduce((a, b) => a + b, 0)));
     plot("chart-failures", outcomes.map((o) => ({ type: "bar", name: o, x: Object.keys(d.failures), y: Object.values(d.failures).map((f) => f[o] || 0) })),

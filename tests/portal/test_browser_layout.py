@@ -191,3 +191,14 @@ def test_the_seeded_model_board_fits_a_phone(live_server: Any, phone: Any) -> No
         .map((t) => { const r = t.getBoundingClientRect(); return [t.textContent, Math.min(r.width, r.height)]; })
         .filter(([text]) => text)""")
     assert labels and all(size >= 9 for _, size in labels), labels
+
+
+def test_an_empty_category_chart_says_why(live_server: Any, desktop: Any, site: dict[str, Any]) -> None:
+    # no model faster than the reference in any category drew an empty grid of twelve categories
+    desktop.goto(live_server.url + board_urls(site)[1])
+    desktop.wait_for_selector("#chart-categories .main-svg", timeout=15_000)
+    values = desktop.evaluate("""() => Object.values(JSON.parse(document.getElementById('data-compare')
+        .textContent).categories).flatMap(Object.values)""")
+    assert values and not any(values)  # the fixture's one CPU result is no faster than the reference
+    note = desktop.locator("#chart-categories .annotation-text").all_text_contents()
+    assert any("No model is faster than the reference" in n for n in note), note
