@@ -27,8 +27,12 @@ def _add_candidate_run(p: Any, problem_help: str, what: str) -> None:
     p.add_argument("--seed", type=int, default=None, help="base seed (default: fresh secret ones)")
     p.add_argument("--hardware", default=None,
                    help="hardware profile id for the roofline, e.g. h200-x4-nvlink (hardware/<id>.json)")
-    p.add_argument("--startup-timeout", type=float, default=Limits.startup_s)
-    p.add_argument("--step-timeout", type=float, default=Limits.step_s)
+    p.add_argument("--startup-timeout", type=float, default=Limits.startup_s,
+                   help="seconds a rank may take to start, import the candidate and build it "
+                        "(default: %(default)s)")
+    p.add_argument("--step-timeout", type=float, default=Limits.step_s,
+                   help="seconds one trial or timed phase may go without progress before every "
+                        "rank is killed (default: %(default)s)")
     p.add_argument("--report-fd", type=int, default=None,
                    help=f"also write the {what} to this inherited descriptor, then close it (for workers)")
     p.add_argument("--no-sandbox", action="store_true",
@@ -72,20 +76,23 @@ def _add_check(sub: Any) -> None:
     p = sub.add_parser("check-references",
                        help="run many problems' references on one rank group per world size")
     p.add_argument("slugs", nargs="*", help="problems to run (default: all)")
-    p.add_argument("--world-size", type=int, nargs="+", default=[2, 4])
-    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    p.add_argument("--size", default="small")
+    p.add_argument("--world-size", type=int, nargs="+", default=[2, 4],
+                   help="one rank group per world size (default: 2 4)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="default: cpu (gloo)")
+    p.add_argument("--size", default="small", help="size preset: small (default) or default")
     p.add_argument("--time", action="store_true", help="also time each reference (GPU)")
     p.add_argument("--dtype", default=None, help="run each reference in this dtype (default: its own)")
-    p.add_argument("--hardware", default=None)
+    p.add_argument("--hardware", default=None,
+                   help="hardware profile id for the roofline with --time, e.g. h200-x4-nvlink")
     p.add_argument("--chunk", type=int, default=1000,
                    help="problems per rank group (smaller prints results sooner)")
-    p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--json", type=Path, default=None, help="write the results here")
 
 
 def _add_probe(sub: Any) -> None:
     p = sub.add_parser("probe", help="measure this host and write a hardware profile")
-    p.add_argument("--device", choices=("cpu", "cuda"), default="cuda")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cuda",
+                   help="default: cuda (this host's GPUs); cpu measures gloo ranks")
     p.add_argument("--out", type=Path, default=None, help="default: hardware/<id>.json")
     p.add_argument("--id", default=None, help="profile id (default: derived from the hardware)")
     p.add_argument("--world-size", type=int, default=None,

@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("login", parents=[common], help=COMMAND_HELP["login"])
-    p.add_argument("--username")
+    p.add_argument("--username", help="default: asked for")
     p.add_argument("--password", help="default: asked for (or PKB_PASSWORD)")
     p.add_argument("--token", help="store this token instead of asking for one")
 
@@ -62,21 +62,26 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("prompt", parents=[common], help=COMMAND_HELP["prompt"])
     p.add_argument("--problem", required=True, help=PROBLEM_HELP)
-    p.add_argument("--hardware", help=INFERRED_HARDWARE_HELP)
+    p.add_argument("--hardware", help=HARDWARE_HELP + "; default: the hardware `pkb submit` "
+                   "would pick (the one that runs the problem and that a worker serves), else the "
+                   "busiest; the prompt names it")
     p.add_argument("--backend", default="torch", choices=("torch", "triton", "cuda"))
 
     p = sub.add_parser("agent", parents=[common], help=COMMAND_HELP["agent"])
     p.add_argument("--model-command", required=True,
                    help="shell command: reads the prompt on stdin, prints a solution file")
     p.add_argument("--problem", required=True, help=PROBLEM_HELP)
-    p.add_argument("--hardware", required=True, help=HARDWARE_HELP)
+    p.add_argument("--hardware", help=HARDWARE_HELP + "; default: --run's hardware, else the one "
+                   "`pkb prompt` picks (what `pkb submit` would pick), and the agent says which")
     p.add_argument("--turns", type=int, default=3, help="attempts, each fed the last failure (default: 3)")
     p.add_argument("--backend", default="torch", choices=("torch", "triton", "cuda"))
     p.add_argument("--run", type=int, help="record the turns in this run (default: a new run)")
     p.add_argument("--model", default="agent", help="model name of the new run (default: agent)")
     p.add_argument("--provider", default="", help="who serves the model, e.g. openai (optional)")
-    p.add_argument("--wait-timeout", type=float, default=3600.0)
-    p.add_argument("--model-timeout", type=float, default=600.0)
+    p.add_argument("--wait-timeout", type=float, default=3600.0,
+                   help="seconds to wait for each turn's verdict (default: %(default)s)")
+    p.add_argument("--model-timeout", type=float, default=600.0,
+                   help="seconds the model command may take per turn (default: %(default)s)")
 
     run = sub.add_parser("run", parents=[common], help=COMMAND_HELP["run"])
     rsub = run.add_subparsers(dest="run_command", required=True)
@@ -86,10 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--k", type=int, required=True, help="samples per problem")
     p.add_argument("--provider", default="", help="who serves the model, e.g. openai (optional)")
     p.add_argument("--backend", default="cuda", choices=("torch", "triton", "cuda"))
-    p.add_argument("--precision", default="bf16")
+    p.add_argument("--precision", default="bf16", help="the samples' precision, e.g. bf16 (default)")
     p.add_argument("--sampling", default="{}", help='JSON, e.g. \'{"temperature": 1.0}\'')
-    p.add_argument("--note", default="")
-    p.add_argument("--link", default="")
+    p.add_argument("--note", default="", help="shown on the run's page")
+    p.add_argument("--link", default="", help="a URL shown on the run's page (a paper, a repository)")
     p = rsub.add_parser("add", parents=[common],
                         help="add samples: a .py (with --problem), a directory or a zip/tar")
     p.add_argument("run", type=int)
@@ -106,11 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = rsub.add_parser("import", parents=[common], help="import a ParallelKernelBench directory")
     p.add_argument("directory", type=Path)
     p.add_argument("--hardware", required=True, help="where to evaluate it: " + HARDWARE_HELP)
-    p.add_argument("--k", type=int, default=1)
+    p.add_argument("--k", type=int, default=1, help="samples per problem (default: 1)")
     p.add_argument("--model", help="override the directory's model slug")
     p.add_argument("--provider", help="override the directory's provider")
-    p.add_argument("--note", default="")
-    p.add_argument("--link", default="")
+    p.add_argument("--note", default="", help="shown on the run's page")
+    p.add_argument("--link", default="", help="a URL shown on the run's page (a paper, a repository)")
     p.add_argument("--dry-run", action="store_true", help="show each file's fate; store nothing")
     return parser
 
@@ -341,15 +346,20 @@ def cmd_run_import(args: argparse.Namespace, api: Api, out: Out) -> int:
 def cmd_agent(args: argparse.Namespace, api: Api, out: Out) -> int:
     if args.turns < 1:
         raise Usage("--turns: at least 1")
-    run_id = args.run
+    run_id, hardware = args.run, args.hardware
+    if hardware is None:  # as submit and prompt: the portal's choice, named
+        hardware = (api.get(f"runs/{run_id}/")["hardware"] if run_id is not None else
+                    api.get("prompt/", problem=args.problem, backend=args.backend)["hardware"])
+        out.status(f"hardware: {hardware} (" + (f"run {run_id}'s" if run_id is not None else
+                                                 "chosen by the portal; --hardware to name one") + ")")
     if run_id is None:
         run = api.post("runs/", json={"model": args.model, "provider": args.provider,
-                                      "hardware": args.hardware, "k": args.turns,
+                                      "hardware": hardware, "k": args.turns,
                                       "backend": args.backend,
                                       "note": f"pkb agent loop on {args.problem}, {args.turns} turns; "
                                               f"model command: {args.model_command}"})
         run_id = run["id"]
-    result = agent.run_agent(api, run_id=run_id, problem=args.problem, hardware=args.hardware,
+    result = agent.run_agent(api, run_id=run_id, problem=args.problem, hardware=hardware,
                              backend=args.backend, command=args.model_command, turns=args.turns,
                              wait_s=args.wait_timeout, model_timeout_s=args.model_timeout,
                              show=out.status)

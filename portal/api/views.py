@@ -127,20 +127,25 @@ def _problem_version(slug: str, *, field: str | None = "problem") -> ProblemVers
 class Prompt(BaseView):
     @extend_schema(parameters=[OpenApiParameter("problem", str, required=True),
                                OpenApiParameter("hardware", str, description=(
-                                   "default: hardware a live worker serves (the one with the most "
-                                   "results), else the hardware with the most results")),
+                                   "default: the hardware a submission without one would go to "
+                                   "(the one that runs the problem and that a worker serves, or the "
+                                   "only one that runs it), else hardware a live worker serves (the "
+                                   "one with the most results), else the one with the most results; "
+                                   "the answer's `hardware` names it")),
                                OpenApiParameter("backend", str, enum=["torch", "triton", "cuda"],
                                                 default="torch")],
                    responses={200: dict})
     def get(self, request: Request) -> Response:
         """The full prompt a bot needs: problem, reference, shapes, world size, hardware facts."""
-        version = _problem_version(request.query_params.get("problem", "").strip())
+        problem = request.query_params.get("problem", "").strip()
+        version = _problem_version(problem)
         backend = request.query_params.get("backend", "torch")
         if backend not in ("torch", "triton", "cuda"):
             raise ApiError("invalid_choice", f"backend: {backend!r} is not one of torch, triton, cuda.",
                            field="backend")
         slug = request.query_params.get("hardware")
-        hw = _hardware(slug) if slug else preferred_hardware()
+        # as a submission without hardware chooses: the busiest hardware might not run it at all
+        hw = _hardware(slug) if slug else (obvious_hardware(problem) or preferred_hardware())
         if hw is None:
             raise ApiError("unknown_hardware", "No hardware is loaded.", field="hardware")
         return Response(build_prompt(version, hw, backend))

@@ -80,7 +80,7 @@ def _upload(request: Request, field: str, limit: int) -> bytes | None:
 class RunListCreate(_RunView):
     permission_classes = [permissions.IsAuthenticatedOrReadOnly]
 
-    @extend_schema(operation_id="v1_runs_list",
+    @extend_schema(operation_id="runs_list",
                    parameters=[OpenApiParameter("hardware", str), OpenApiParameter("model", str),
                                OpenApiParameter("mine", bool)], responses={200: dict})
     def get(self, request: Request) -> Response:

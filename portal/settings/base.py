@@ -132,6 +132,9 @@ SPECTACULAR_SETTINGS = {
                    "multi-GPU kernel benchmark. Authenticate with `Authorization: Token <key>`.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Tags (the docs' sections) from the segment after /api/v1/: problems, submissions, runs, ...
+    # instead of one "v1" section holding every endpoint.
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "/api/redoc-assets",  # the sidecar's bundle, served by portal.api.docs

@@ -30,7 +30,10 @@
     const title = textOf(lay.title);
     if (title) {
       const wrapped = wrap(title, charsFor(width - 30, FONT_PX));
-      lay.title = Object.assign({ x: 0.01, xanchor: "left", yref: "container", y: 1, yanchor: "top", pad: { t: 10 }, automargin: true,
+      // Above the plot area (paper-referenced, anchored at its bottom), so automargin makes room
+      // for every line: anchored at the container's top, plotly shifted a wrapped title up by its
+      // extra lines and a phone showed only the last one.
+      lay.title = Object.assign({ x: 0.01, xanchor: "left", yref: "paper", y: 1, yanchor: "bottom", pad: { b: 10 }, automargin: true,
                                   font: { size: FONT_PX } }, typeof lay.title === "object" ? lay.title : {}, { text: wrapped });
     }
     for (const key of ["xaxis", "yaxis"]) {
@@ -48,15 +51,28 @@
   const plot = (id, traces, lay) => {
     const el = document.getElementById(id);
     if (!el || !window.Plotly) return null;
-    Plotly.newPlot(el, traces, layout(el, lay), config);
+    const drawn = layout(el, lay);
+    Plotly.newPlot(el, traces, drawn, config);
+    // The y title was wrapped for a guess at the plot's height; a title of three or four lines
+    // (a phone) leaves less, and the y title then ran up into it: where they meet, wrap it again
+    // to the plot area plotly drew.
+    const text = textOf(lay && lay.yaxis && lay.yaxis.title), size = el._fullLayout && el._fullLayout._size;
+    const box = (sel) => { const n = el.querySelector(sel); return n ? n.getBoundingClientRect() : null; };
+    const y = box(".g-ytitle"), t = box(".g-gtitle");
+    if (text && size && size.h && y && t && y.height && t.height && y.top < t.bottom && t.top < y.bottom &&
+        y.left < t.right && t.left < y.right) {
+      const rewrapped = wrap(text, charsFor(size.h, AXIS_FONT_PX));
+      if (rewrapped !== drawn.yaxis.title.text) Plotly.relayout(el, { "yaxis.title.text": rewrapped });
+    }
     return el;
   };
 
   // A share axis (0 to 1 shown as %) from zero to a little above the largest value: on a fixed
   // 0-100% axis the 0.7-2% bars of a hard board were invisible.
-  const shareAxis = (title, values) => {
+  // `headroom`: how far above the largest value the axis ends (room for the bars' labels).
+  const shareAxis = (title, values, headroom) => {
     const top = Math.max(0, ...values.filter((v) => typeof v === "number"));
-    const upper = top > 0 ? Math.min(1, top * 1.15) : 0.05;
+    const upper = top > 0 ? Math.min(1, top * (headroom || 1.15)) : 0.05;
     return { title: title, range: [0, upper], tickformat: upper < 0.1 ? ".1%" : ".0%", rangemode: "tozero" };
   };
 
@@ -76,11 +92,19 @@
     return axis;
   };
 
-  // At most one tick label per `px` pixels of the chart's width: every k-th of `ticks`.
+  // At most one tick label per `px` pixels of the chart's width, for a log axis of positive
+  // `ticks` (sorted), evenly spaced: each kept tick at least one step past the one before, the
+  // step being the larger of an even share of the range and the ticks' median gap. Every k-th
+  // tick was uneven where two series' sizes meet (the probe's 4x steps, then a sweep's 2x steps
+  // crowded at the right of the problem page's chart).
   const thin = (ticks, el, px) => {
+    if (ticks.length < 3) return ticks;
     const room = Math.max(2, Math.floor(((el && el.clientWidth) || 600) / (px || 70)));
-    const every = Math.ceil(ticks.length / room);
-    return ticks.filter((_, i) => i % every === 0);
+    const gaps = ticks.slice(1).map((t, i) => Math.log(t / ticks[i])).sort((a, b) => a - b);
+    const step = Math.max(Math.log(ticks[ticks.length - 1] / ticks[0]) / (room - 1), gaps[Math.floor(gaps.length / 2)]);
+    const kept = [];
+    for (const t of ticks) if (!kept.length || Math.log(t / kept[kept.length - 1]) >= step * 0.999) kept.push(t);
+    return kept;
   };
 
   window.PKBChart = { layout, plot, wrap, shareAxis, countAxis, logAxis, thin };

@@ -39,11 +39,16 @@
     const unranked = box && box.dataset.rankedBy === "correctness" ? " (not ranked: CPU smoke test)" : "";
     const keys = t.columns.map((c) => c.key).filter((k) => k.startsWith("fast_") && !k.includes("_at_"));
     const y = t.rows.flatMap((r) => keys.map((k) => r[k]));
-    // Each bar carries its value: a hard board's bars are a few percent tall.
+    // Each bar carries its value: a hard board's bars are a few percent tall. Plotly shrinks a
+    // label to its bar's width: where bars are narrow (three models on a phone: about 14 px) the
+    // label stands upright at a readable size instead of a 4 px speck.
+    const bar = box ? (box.clientWidth - 90) / Math.max(1, keys.length) * 0.8 / Math.max(1, t.rows.length) : 100;
+    const upright = bar < 36;
     plot("chart-fastp", t.rows.map((r) => ({ type: "bar", name: r.model, x: keys.map((k) => k.replace("fast_", "p=").replace("_", ".")), y: keys.map((k) => r[k]),
-      text: keys.map((k) => (r[k] ? (100 * r[k]).toFixed(1) + "%" : "")), textposition: "outside", cliponaxis: false })),
+      text: keys.map((k) => (r[k] ? (100 * r[k]).toFixed(1) + "%" : "")), textposition: "outside", cliponaxis: false,
+      textangle: upright ? -90 : 0, textfont: { size: 11 }, constraintext: upright ? "none" : "both" })),
       { title: "fast_p: share of problems solved faster than p × the reference" + unranked, barmode: "group", xaxis: { title: "speedup threshold p (x)" },
-        yaxis: K.shareAxis("share of problems (%)", y) });
+        yaxis: K.shareAxis("share of problems (%)", y, upright ? 1.35 : 1.15) });
   }
 
   function compare() {
@@ -71,8 +76,13 @@
       { title: "Best correct speedup per problem (bars: its interval)" + unranked, yaxis: { title: "problem (solved by at least one model)", categoryarray: solved.slice().reverse(), categoryorder: "array", dtick: 1 },
         xaxis: K.logAxis("best correct speedup (x, log scale)", values(d.speedups).concat([1])),
         shapes: [{ type: "line", yref: "paper", y0: 0, y1: 1, x0: 1, x1: 1, line: { dash: "dot", color: "#888" } }] });
+    // All zero: say so on the chart instead of leaving an empty grid to puzzle over.
+    const shares = values(d.categories).flatMap(Object.values);
+    const none = !shares.some((v) => v > 0) ? [{ text: "No model is faster than the reference in any category", xref: "paper", yref: "paper",
+      x: 0.5, y: 0.5, showarrow: false, font: { size: 14, color: "#6b7280" } }] : [];
     plot("chart-categories", Object.entries(d.categories).map(([m, c]) => ({ type: "bar", name: m, x: Object.keys(c), y: Object.values(c) })),
-      { title: "Faster than the reference, by category" + unranked, barmode: "group", xaxis: { title: "category" }, yaxis: K.shareAxis("share of the category (%)", values(d.categories).flatMap(Object.values)) });
+      { title: "Faster than the reference, by category" + unranked, barmode: "group", xaxis: { title: "category" }, yaxis: K.shareAxis("share of the category (%)", shares),
+        annotations: none });
     const outcomes = Array.from(new Set(Object.values(d.failures).flatMap((f) => Object.keys(f))));
     const most = Math.max(1, ...Object.values(d.failures).map((f) => Object.values(f).reduce((a, b) => a + b, 0)));
     plot("chart-failures", outcomes.map((o) => ({ type: "bar", name: o, x: Object.keys(d.failures), y: Object.values(d.failures).map((f) => f[o] || 0) })),

@@ -76,3 +76,34 @@ def test_prompt_without_hardware_asks_without_it(monkeypatch: pytest.MonkeyPatch
 
 def test_an_api_error_without_a_status_is_unreachable() -> None:
     assert ApiError("cannot reach", code="unreachable").exit_code == exits.UNREACHABLE
+
+
+def test_the_agent_without_hardware_uses_the_portals_choice(
+        solution: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # as submit and prompt do: the prompt's answer names the hardware the portal picked
+    from pkb_client import agent
+
+    asked: list[tuple[str, dict[str, Any]]] = []
+    created: list[dict[str, Any]] = []
+    ran: list[str] = []
+
+    def get(self: Api, path: str, **params: Any) -> Any:
+        asked.append((path, params))
+        return {"hardware": "cpu-gloo-test", "prompt": "write it"}
+
+    def post(self: Api, path: str, **kwargs: Any) -> Any:
+        created.append(kwargs["json"])
+        return {"id": 9}
+
+    def run_agent(api: Api, **kwargs: Any) -> agent.AgentResult:
+        ran.append(kwargs["hardware"])
+        return agent.AgentResult(run=9)
+
+    monkeypatch.setattr(Api, "get", get)
+    monkeypatch.setattr(Api, "post", post)
+    monkeypatch.setattr(agent, "run_agent", run_agent)
+    main(["--server", "http://portal.test", "agent", "--model-command", "true",
+          "--problem", "all-reduce", "--turns", "1"])
+    assert asked and asked[0][0] == "prompt/" and asked[0][1].get("hardware") is None
+    assert created[0]["hardware"] == "cpu-gloo-test" and ran == ["cpu-gloo-test"]
+    assert "cpu-gloo-test" in capsys.readouterr().err

@@ -296,3 +296,33 @@ def test_a_path_that_matches_no_route_under_the_api_answers_json(anonymous_api: 
     response = anonymous_api.get("/api/v1/problems/a%0Ab/")
     assert response.status_code == 404 and response["Content-Type"].startswith("application/json")
     assert response.json()["error"]["code"] == "not_found"
+
+
+def test_the_prompt_without_hardware_is_for_hardware_that_runs_the_problem(
+        anonymous_api: Any, all_reduce: Any, cpu_hardware: Any, gpu_hardware: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # the busiest hardware with a live worker (CPU, 2 ranks) cannot run a problem of 4 ranks:
+    # the prompt is for the hardware a submission without hardware would go to, as submit's is
+    from portal.api import views
+    from portal.submissions import services
+
+    class OnlyCpu:
+        def serves(self, queue: str) -> bool:
+            return queue == cpu_hardware.queue
+
+    monkeypatch.setattr(services, "liveness", lambda: OnlyCpu())
+    monkeypatch.setattr(views, "preferred_hardware", lambda: cpu_hardware)
+    all_reduce.world_sizes = [4]
+    all_reduce.save()
+    body = anonymous_api.get("/api/v1/prompt/?problem=all-reduce").json()
+    assert body["hardware"] == gpu_hardware.slug and body["world_size"] == 4
+
+
+def test_the_api_docs_group_endpoints_by_resource(anonymous_api: Any) -> None:
+    # ReDoc and Swagger UI list the schema's tags: one tag "v1" for every endpoint, with
+    # operations named v1_retrieve, v1_problems_list, ... told a visitor nothing
+    schema = anonymous_api.get("/api/schema/?format=json").json()
+    tags = {path: op["tags"] for path, ops in schema["paths"].items() for op in ops.values()
+            if isinstance(op, dict) and "tags" in op}
+    assert tags["/api/v1/problems/"] == ["problems"] and tags["/api/v1/submissions/"] == ["submissions"]
+    assert not any(t == ["v1"] for path, t in tags.items() if path != "/api/v1/")

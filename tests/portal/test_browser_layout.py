@@ -5,6 +5,7 @@ submission's tables that fit a phone."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -32,6 +33,12 @@ OVERLAPS = """() => {
     legend_on_x_title: hit(box(c.querySelector(".legend")), box(c.querySelector(".g-xtitle"))),
     legend_on_x_ticks: hit(box(c.querySelector(".legend")), box(c.querySelector(".xaxislayer-above"))),
     y_title_on_title: hit(box(c.querySelector(".g-ytitle")), box(c.querySelector(".g-gtitle"))),
+    // the drawing stays inside the card's frame (a border it covers is no frame at all)
+    svg_over_frame: (() => { const s = box(c.querySelector(".main-svg")), r = box(c), css = getComputedStyle(c);
+      return !!s && (s.bottom > r.bottom - parseFloat(css.borderBottomWidth) + 0.5 ||
+                     s.right > r.right - parseFloat(css.borderRightWidth) + 0.5); })(),
+    // a wrapped title whose first lines start above the chart's own box are cut off by the card
+    title_top: Math.round(box(c.querySelector(".g-gtitle")) ? box(c.querySelector(".g-gtitle")).top - box(c).top : 0),
     right: Math.round(c.getBoundingClientRect().right),
   }));
 }"""
@@ -44,6 +51,8 @@ def charts_clear(page: Any) -> list[dict[str, Any]]:
     width = page.evaluate("document.documentElement.clientWidth")
     for c in charts:
         assert not (c["legend_on_x_title"] or c["legend_on_x_ticks"] or c["y_title_on_title"]), c
+        assert not c["svg_over_frame"], f"{c['id']} is drawn over its card's border"
+        assert c["title_top"] >= 0, f"{c['id']}'s title starts {-c['title_top']} px above its chart"
         assert c["right"] <= width, f"{c['id']} ends at {c['right']} px in a {width} px window"
     return charts
 
@@ -64,7 +73,10 @@ def test_chart_parts_do_not_overlap_at_1400_px(live_server: Any, desktop: Any, s
 
 
 def test_chart_parts_do_not_overlap_on_a_phone(live_server: Any, phone: Any, site: dict[str, Any]) -> None:
-    for url in board_urls(site):
+    # titles wrap to two or three lines here: each must start inside its chart (the hardware
+    # page's heatmap and curves too)
+    for url in board_urls(site) + [f"/hardware/{site['h200'].slug}/",
+                                   f"/problems/all-reduce/?hardware={site['h200'].slug}"]:
         phone.goto(live_server.url + url)
         charts_clear(phone)
         no_page_overflow(phone)
@@ -114,6 +126,12 @@ def test_log_and_size_axes_keep_few_labels(live_server: Any, desktop: Any, site:
     thinned = desktop.evaluate("(s) => PKBChart.thin(s, {clientWidth: 560}, 70)", sizes)
     assert 2 <= len(thinned) <= 8 and thinned[0] == sizes[0] and set(thinned) <= set(sizes)
     assert desktop.evaluate("(s) => PKBChart.thin(s, {clientWidth: 5000}, 70).length", sizes) == 17
+    # the problem page's sizes: the probe's (1 KiB, x4) and a sweep's (64 MiB to 512 MiB, x2)
+    # together; labels evenly spaced on the log axis, not 4x apart and then crowded at 2x
+    mixed = sorted({1024 * 4 ** i for i in range(10)} | {2 ** 26 * 2 ** i for i in range(4)})
+    kept = desktop.evaluate("(s) => PKBChart.thin(s, {clientWidth: 1270}, 70)", mixed)
+    steps = [math.log2(b / a) for a, b in zip(kept, kept[1:])]
+    assert kept[0] == mixed[0] and max(steps) <= 1.5 * min(steps), kept
     assert desktop.evaluate("PKBChart.logAxis('t', [0.004, 0.5, 40]).dtick") == 1
     assert desktop.evaluate("PKBChart.logAxis('t', [0.4, 0.9, 1.6]).dtick") is None
     assert desktop.evaluate("PKBChart.countAxis('t', 3).dtick") == 1
@@ -165,3 +183,22 @@ def test_the_seeded_model_board_fits_a_phone(live_server: Any, phone: Any) -> No
     phone.goto(f"{live_server.url}/leaderboard/?hardware=h100-x2-nvlink")
     assert phone.locator("#seeded-runs li").count() >= 3
     no_page_overflow(phone)
+    # Each fast_p bar's value stays readable: plotly shrank a label to its bar's width, and three
+    # models' bars on a phone are about 14 px wide (labels 4 px tall).
+    phone.wait_for_selector("#chart-fastp .main-svg", timeout=15_000)
+    phone.wait_for_timeout(300)
+    labels = phone.evaluate("""() => Array.from(document.querySelectorAll('#chart-fastp .bartext'))
+        .map((t) => { const r = t.getBoundingClientRect(); return [t.textContent, Math.min(r.width, r.height)]; })
+        .filter(([text]) => text)""")
+    assert labels and all(size >= 9 for _, size in labels), labels
+
+
+def test_an_empty_category_chart_says_why(live_server: Any, desktop: Any, site: dict[str, Any]) -> None:
+    # no model faster than the reference in any category drew an empty grid of twelve categories
+    desktop.goto(live_server.url + board_urls(site)[1])
+    desktop.wait_for_selector("#chart-categories .main-svg", timeout=15_000)
+    values = desktop.evaluate("""() => Object.values(JSON.parse(document.getElementById('data-compare')
+        .textContent).categories).flatMap(Object.values)""")
+    assert values and not any(values)  # the fixture's one CPU result is no faster than the reference
+    note = desktop.locator("#chart-categories .annotation-text").all_text_contents()
+    assert any("No model is faster than the reference" in n for n in note), note

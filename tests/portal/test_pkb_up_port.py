@@ -38,3 +38,19 @@ def test_a_port_a_stopped_server_left_in_time_wait_is_free() -> None:
         accepted.close()  # the server closes first: its side of the connection is in TIME_WAIT
         client.close()
     check_port_free("127.0.0.1", port)  # raises nothing: runserver could bind here now
+
+
+def test_the_up_banner_waits_for_the_site_and_is_not_shown_when_it_never_answers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from portal.submissions.management.commands import pkb_up
+
+    clock = iter(range(0, 10_000, 30))
+    monkeypatch.setattr(pkb_up.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(pkb_up.time, "sleep", lambda s: None)
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]  # bound, never listening: nothing answers there
+        command = pkb_up.Command(stdout=io.StringIO(), stderr=io.StringIO())
+        command._announce("127.0.0.1", port, f"http://127.0.0.1:{port}", "")
+    assert "is up" not in command.stdout._out.getvalue()
+    assert f"nothing answers on http://127.0.0.1:{port}/" in command.stderr._out.getvalue()

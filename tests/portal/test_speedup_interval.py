@@ -93,6 +93,17 @@ def test_the_submission_page_shows_the_interval_and_the_rounds_chart(
     assert "the interval converged" in page and 'id="clocks-moved"' not in page
 
 
+def test_the_timing_heading_names_the_device_and_the_method_is_a_paragraph(
+        interval_report: dict[str, Any], all_reduce: Any, cpu_hardware: Any, owner: Any) -> None:
+    # the method is a sentence of several lines: inside the heading it made a bold paragraph
+    sub = finished(interval_report, all_reduce, cpu_hardware, owner)
+    page = Client().get(f"/submissions/{sub.pk}/").content.decode()
+    method = interval_report["timing"]["method"]
+    heading = page[page.index("<h3>Timing"):page.index("</h3>", page.index("<h3>Timing"))]
+    assert method not in heading and interval_report["timing"]["device"] in heading
+    assert f'<p class="muted" id="timing-method">How it was timed: {method}.</p>' in page
+
+
 def test_the_rounds_chart_data_has_each_ratio_the_median_and_the_interval(
         interval_report: dict[str, Any], all_reduce: Any, cpu_hardware: Any, owner: Any) -> None:
     sub = finished(interval_report, all_reduce, cpu_hardware, owner)

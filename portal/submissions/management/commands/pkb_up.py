@@ -111,6 +111,10 @@ class Command(BaseCommand):
                 break
             except OSError:
                 time.sleep(0.5)
+        else:  # never "is up" for a site that never answered
+            self.stderr.write(f"nothing answers on {base}/ after 120 s: the server's own messages "
+                              f"above say why (the site is not up)")
+            return
         time.sleep(2)  # let Celery's start-up banner go by first
         self._banner(f"PKB Portal is up: {base}/", login, "Ctrl-C stops the site and the worker")
 
