@@ -10,6 +10,7 @@ while the reference pays it (skips_the_alignment).
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -25,7 +26,7 @@ class StandInRanks:
 
     def __init__(self, events: list[tuple[Any, ...]]) -> None:
         self.events = events
-        self.ranks = [object()] * RANKS
+        self.ranks = [SimpleNamespace(answered_after=None) for _ in range(RANKS)]
         self.started = [0] * RANKS  # per rank: the call it is running
         self.done = False
         self.polls = 0
