@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
+import functools
 import hashlib
 import os
 import re
@@ -162,12 +163,22 @@ class Evaluation:
             return self.config.trials
         return self.config.trials + (CHECKED_CALLS if self.judged and side == "reference" else CHECKED_COPIES)
 
+    @functools.cached_property
+    def call_bytes(self) -> list[int]:
+        """Each rank's inputs of one call in the judge's buffers, from shapes alone."""
+        return [self.maker.call_bytes(rank) for rank in range(self.config.world_size)]
+
+    @functools.cached_property
+    def slot_bytes(self) -> int:
+        """The judge's output slot: sized from the problem alone (judge/inputs.py)."""
+        return output_capacity(self.problem, self.config.world_size, self.config.size, self.dtype,
+                               max(self.call_bytes))
+
     def output_bytes_bound(self) -> int:
-        """The most bytes one rank's outputs of one call may take: half the judge's output slot,
-        which is sized from the problem alone (judge/inputs.py); every reference's outputs fit in
-        that half (tests/problems/test_oracles.py), and the judge refuses more (judge/buffers.py)."""
-        call_bytes = max(self.maker.call_bytes(rank) for rank in range(self.config.world_size))
-        return output_capacity(self.problem, self.config.world_size, self.config.size, self.dtype, call_bytes) // 2
+        """The most bytes one rank's outputs of one call may take: half the judge's output slot;
+        every reference's outputs fit in that half (tests/problems/test_oracles.py), and the judge
+        refuses more (judge/buffers.py)."""
+        return self.slot_bytes // 2
 
     def side_run(self, side: str, workdir: Path, buffers: Optional[list[RankBuffers]] = None) -> SideRun:
         """A judged candidate (``buffers``) gets no salt: its inputs are the judge's to make."""
@@ -235,8 +246,7 @@ class Evaluation:
     def run_judged(self, workdir: Path) -> Report:
         """The candidate never makes an input, holds a clock or writes a file the judge reads:
         the judge feeds it through shared buffers and copies what it returns (judge/driver.py)."""
-        call_bytes = [self.maker.call_bytes(rank) for rank in range(self.config.world_size)]
-        slot = output_capacity(self.problem, self.config.world_size, self.config.size, self.dtype, max(call_bytes))
+        call_bytes, slot = self.call_bytes, self.slot_bytes
         shape = calls_per_block(self.timing, max(call_bytes), slot, self.config.device)
         sides = ["candidate", "reference"] if self.timing is not None else ["candidate"]
         buffers = {side: [RankBuffers(f"{side}{rank}", shape.ring, call_bytes[rank], slot, self.buffer_device(rank))

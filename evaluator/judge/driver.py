@@ -86,7 +86,12 @@ class BlockPhases:
     run: float
     freeze: float
     quiet: float
-    releasing: float = 0.0
+    releasing: float
+
+    @property
+    def seconds(self) -> float:
+        """The block's whole time on the judge's clock."""
+        return self.thaw + self.run + self.freeze + self.quiet
 
 
 def phase_summary(phases: list[BlockPhases]) -> dict[str, float]:
@@ -97,7 +102,7 @@ def phase_summary(phases: list[BlockPhases]) -> dict[str, float]:
             "thaw": median_ms([p.thaw for p in phases]), "run": median_ms([p.run for p in phases]),
             "freeze": median_ms([p.freeze for p in phases]), "quiet": median_ms([p.quiet for p in phases]),
             "releasing": median_ms([p.releasing for p in phases]),
-            "per_call": median_ms([(p.thaw + p.run + p.freeze + p.quiet) / p.calls for p in phases])}
+            "per_call": median_ms([p.seconds / p.calls for p in phases])}
 
 
 def pass_probability_bound(checked: int, honest_fraction: float) -> float:
@@ -126,7 +131,6 @@ class Judge:
         # Where each timed block's time went, per side: so that the judge's own cost per call can
         # be read beside a bare loop's (docs/judge.md), from the report alone.
         self.phases: dict[str, list[BlockPhases]] = {"candidate": [], "reference": []}
-        self.last_phases: Optional[BlockPhases] = None
 
     # -- one command ----------------------------------------------------------------------
     def stage(self, side: str, seeds: list[int]) -> list[list[WrittenCall]]:
@@ -137,11 +141,11 @@ class Judge:
     def run_calls(self, run: SideRun, other: Optional[SideRun], side: str, written: list[list[WrittenCall]],
                   within_s: float, what: str, builds: bool = False,
                   on_called: Optional[Callable[[int, int], None]] = None,
-                  names: Optional[list[str]] = None) -> float:
+                  names: Optional[list[str]] = None) -> BlockPhases:
         """Release the first call's inputs, thaw the side, have it run the calls: once every rank
         has returned a call, ``on_called(rank, call)`` takes what it wants of it for each rank and
-        the next call's inputs are released to all; wait for the answer, freeze the side: our
-        seconds."""
+        the next call's inputs are released to all; wait for the answer, freeze the side: where
+        our clock's time went."""
         self.block_id += 1
         block = self.block_id
         # No barrier in the ranks ("align": False): a step only the harness takes is one the
@@ -206,9 +210,8 @@ class Judge:
                 FailureClass.PROTOCOL_VIOLATION,
                 f"the {side} left work running on GPU {busy} for {within_s:.0f} s after it answered "
                 f"{what} and its processes were stopped (no side may run while the other is timed)"))
-        seconds = time.perf_counter() - started
-        self.last_phases = BlockPhases(last + 1, thawed - started, answered - thawed, frozen - answered,
-                                       started + seconds - frozen, releasing)
+        phases = BlockPhases(last + 1, thawed - started, answered - thawed, frozen - answered,
+                             time.perf_counter() - frozen, releasing)
         if watched is not None and (used := watched.cpu_seconds() - frozen_cpu) >= FROZEN_CPU_S:
             raise DrivenFailure("candidate", make_failure(
                 FailureClass.PROTOCOL_VIOLATION,
@@ -226,7 +229,7 @@ class Judge:
                 FailureClass.PROTOCOL_VIOLATION,
                 f"rank {short} answered {what} after {answered[short] + 1} of its {last + 1} calls: the "
                 "harness answers a block after its last call", rank=short))
-        return seconds
+        return phases
 
     # -- what the judge reads back ------------------------------------------------------------
     def check_inputs(self, written: list[list[WrittenCall]], what: list[str]) -> None:
@@ -328,10 +331,10 @@ class Judge:
                 copies[call][rank] = self.copy_outputs(side, rank, call, f"timed call {first_call + call}")
 
         names = [f"timed call {first_call + i}" for i in range(calls)]
-        seconds = self.run_calls(run, other, side, written, within_s=within_s,
-                                 what=f"timed block {self.block_id + 1}", on_called=on_called, names=names)
-        if counted and self.last_phases is not None:
-            self.phases[side].append(self.last_phases)
+        phases = self.run_calls(run, other, side, written, within_s=within_s,
+                                what=f"timed block {self.block_id + 1}", on_called=on_called, names=names)
+        if counted:
+            self.phases[side].append(phases)
         for rank in range(ranks):
             on_called(rank, calls - 1)  # the side stands frozen: its last call's outputs are final
         if side == "candidate":
@@ -342,7 +345,7 @@ class Judge:
                     self.drop_outputs(f"timed{dropped}")  # saved by an earlier block
                 if keep and first_call + call in kept:
                     self.save_outputs(f"timed{first_call + call}", copies[call])  # type: ignore[arg-type]
-        return seconds
+        return phases.seconds
 
 
 class JudgedTimer(PairedTimer):
