@@ -46,7 +46,7 @@ from .roofline import roofline
 from .sandbox import unavailable_reason
 from .hardware import clocks
 from .hardware.affinity import rank_cpus
-from .judge.buffers import RankBuffers
+from .judge.buffers import RankBuffers, output_bound
 from .judge.driver import Judge, JudgedTimer, calls_per_block, pass_probability_bound, phase_summary
 from .judge.inputs import InputMaker, output_capacity
 from .judge.quiet import DeviceQuiet
@@ -175,10 +175,8 @@ class Evaluation:
                                max(self.call_bytes))
 
     def output_bytes_bound(self) -> int:
-        """The most bytes one rank's outputs of one call may take: half the judge's output slot;
-        every reference's outputs fit in that half (tests/problems/test_oracles.py), and the judge
-        refuses more (judge/buffers.py)."""
-        return self.slot_bytes // 2
+        """The most bytes one rank's outputs of one call may take (judge/buffers.py output_bound)."""
+        return output_bound(self.slot_bytes)
 
     def side_run(self, side: str, workdir: Path, buffers: Optional[list[RankBuffers]] = None) -> SideRun:
         """A judged candidate (``buffers``) gets no salt: its inputs are the judge's to make."""

@@ -35,6 +35,13 @@ class WrittenCall:
     tensors: dict[str, tuple[torch.Tensor, int, int]]  # name -> (our copy, offset, nbytes)
 
 
+def output_bound(capacity: int) -> int:
+    """The most bytes one rank's outputs of one call may take: half the slot's capacity. Every
+    reference's outputs fit in that half (tests/problems/test_oracles.py); the judge reads no more
+    (``RankBuffers.read_outputs``) and sizes what it and a side keep from it (api.py)."""
+    return max(capacity, 1) // 2
+
+
 # More dimensions than torch itself allows in practice: an output description with more is not ours.
 MAX_DIMS = 16
 
@@ -55,7 +62,7 @@ class RankBuffers:
         # Honest outputs take at most half the slot's capacity (tests/problems/test_oracles.py); the
         # judge copies and keeps what it reads, so it reads no more than that (red team,
         # fills_judge_shm: slot-sized outputs made the judge keep 76 x an honest footprint).
-        self.max_output_bytes = max(slot_bytes, 1) // 2
+        self.max_output_bytes = output_bound(slot_bytes)
         self.input: SharedMemory = create(device, f"pkb-{name}-inputs", calls * self.region)
         self.output: SharedMemory = create(device, f"pkb-{name}-outputs", calls * self.slot_bytes)
 
