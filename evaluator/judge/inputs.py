@@ -50,4 +50,3 @@ def output_capacity(problem: Problem, world_size: int, size: str, dtype: torch.d
     """The most output bytes one rank's call may hand back: checked before anything is read."""
     traffic = problem.traffic(problem.setting(world_size, size, dtype))
     return int(max(HBM_MULTIPLE * traffic.hbm_bytes, WORLD_INPUT_MULTIPLE * world_size * call_bytes, MIN_SLOT_BYTES))
-
