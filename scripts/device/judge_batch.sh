@@ -3,7 +3,8 @@
 # against a bare loop of the same collective, with the report's block_ms (where the judge's clock
 # went), and the smoke runs (an exact copy of the reference, the one-shot kernel, the early
 # answerer) judged outside and in the ranks. On a 4-GPU host the two run side by side (GPUs 0,1
-# and 2,3); on a 2-GPU host one after the other.
+# and 2,3); on a 2-GPU host, or on the one pair named by JUDGE_GPUS (JUDGE_GPUS=2,3 leaves GPUs 0,1
+# to a board batch in the same call), one after the other.
 #   PKB_GIT_COMMIT=<sha> scripts/device/judge_batch.sh      (repository root; OUT: where logs go)
 # Leaves in $OUT: judge-batch.log (the tables) and judge_smoke.tgz (every report).
 set -uo pipefail
@@ -28,10 +29,11 @@ smoke() {
     > "$OUT/smoke.txt" 2>&1
   echo "smoke exit $?" >> "$OUT/smoke.txt"
 }
-if [ "$N" -ge 4 ]; then
+if [ "$N" -ge 4 ] && [ -z "${JUDGE_GPUS:-}" ]; then
   overhead 0,1 & SMOKE_RUNS=${SMOKE_RUNS:-1 3 5 4} smoke 2,3 & wait
 else
-  CAP=$((CAP / 2)); overhead 0,1; SMOKE_RUNS=${SMOKE_RUNS:-1 3 5} smoke 0,1
+  PAIR=${JUDGE_GPUS:-0,1}
+  CAP=$((CAP / 2)); overhead "$PAIR"; SMOKE_RUNS=${SMOKE_RUNS:-1 3 5} smoke "$PAIR"
 fi
 { echo; echo "== overhead (bare loop against the judged reference)"; cat "$OUT/overhead.txt"
   echo; echo "== smoke (judge, file, verdict, speedup, wall, per-call ms, blocks)"; cat "$OUT/smoke.txt"; } >> "$LOG"
