@@ -47,7 +47,7 @@ from .sandbox import unavailable_reason
 from .hardware import clocks
 from .hardware.affinity import rank_cpus
 from .judge.buffers import RankBuffers, output_bound
-from .judge.driver import Judge, JudgedTimer, calls_per_block, pass_probability_bound, phase_summary
+from .judge.driver import Judge, JudgedTimer, calls_per_block, hold_budget, pass_probability_bound, phase_summary
 from .judge.inputs import InputMaker, output_capacity
 from .judge.quiet import DeviceQuiet
 from .static_checks import read_solution, resolve_dtype, static_failure
@@ -266,7 +266,8 @@ class Evaluation:
         keep_budget = disk_for_outputs(self.config.resources.disk_bytes, self.config.trials + CHECKED_CALLS,
                                        self.output_bytes_bound(), self.config.world_size)
         judge = Judge(self.maker, self.problem.may_overwrite, outputs_dir, buffers, step_s,
-                      on_progress=self.on_progress, quiet=quiet, keep_budget=keep_budget)
+                      on_progress=self.on_progress, quiet=quiet, keep_budget=keep_budget,
+                      hold_budget=hold_budget(self.config.device, self.config.world_size))
         candidate_run = self.side_run("candidate", workdir, buffers=buffers["candidate"])
         reference_run = self.side_run("reference", workdir, buffers=buffers["reference"]) if self.timing else None
         runs = [r for r in (candidate_run, reference_run) if r is not None]
@@ -288,6 +289,7 @@ class Evaluation:
                 assert self.timing is not None
                 paired = JudgedTimer(judge, candidate_run, reference_run, self.timing, step_s=step_s,
                                      timing_seed=self.timing_seed, max_calls=calls).run()
+            judge.flush_outputs()
         except DrivenFailure as exc:
             candidate = candidate_run.end()
             reference = reference_run.end() if reference_run else None

@@ -43,6 +43,10 @@ from .quiet import DeviceQuiet
 # and copies: 16 GiB of an H100's 80).
 BUFFER_BUDGET_BYTES = 1 << 30
 GPU_BUFFER_BUDGET_BYTES = 4 << 30
+# The candidate's outputs that the judge holds in memory until the timing is over (its copies,
+# on the rank's GPU or in host memory), before it writes them out: beyond this it writes as it goes.
+HOLD_BYTES_CPU = 1 << 30
+HOLD_BYTES_PER_GPU = 4 << 30
 # Processor time a stopped side may seem to use while the other is timed: /proc counts in ticks of
 # 10 ms, and a stopped process gets none; two allow for a tick read as it turned.
 FROZEN_CPU_S = 0.02
@@ -105,6 +109,11 @@ def phase_summary(phases: list[BlockPhases]) -> dict[str, float]:
             "per_call": median_ms([p.seconds / p.calls for p in phases])}
 
 
+def hold_budget(device: str, world_size: int) -> int:
+    """Bytes of the candidate's outputs the judge may hold in memory (``Judge.save_outputs``)."""
+    return HOLD_BYTES_CPU if device == "cpu" else HOLD_BYTES_PER_GPU * world_size
+
+
 def pass_probability_bound(checked: int, honest_fraction: float) -> float:
     return honest_fraction ** checked
 
@@ -115,18 +124,23 @@ class Judge:
     def __init__(self, maker: InputMaker, may_overwrite: tuple[str, ...], outputs_dir: Path,
                  buffers: dict[str, list[RankBuffers]], step_s: float,
                  on_progress: Optional[Callable[[str, dict[str, Any]], None]] = None,
-                 quiet: Optional[DeviceQuiet] = None, keep_budget: Optional[int] = None) -> None:
+                 quiet: Optional[DeviceQuiet] = None, keep_budget: Optional[int] = None,
+                 hold_budget: int = 0) -> None:
         self.on_progress = on_progress  # the judge says how far it got: ranks' words are not read
         self.maker = maker
         self.may_overwrite = may_overwrite
         self.outputs_dir = outputs_dir  # the candidate's outputs, as the judge copied them
         self.keep_budget = keep_budget  # bytes of them it may hold at once (host memory)
         self.kept_bytes: dict[str, int] = {}  # label -> bytes saved under it
+        self.held: dict[str, list[list[torch.Tensor]]] = {}  # label -> copies not yet written out
+        self.hold_budget = hold_budget
         self.buffers = buffers
         self.step_s = step_s
         self.checked = CheckedCalls(CHECKED_CALLS)
         self.shadow = CheckedCalls(CHECKED_CALLS)  # the reference's: copied alike, then thrown away
         self.block_id = 0
+        # The candidate's input comparisons queued during a block: (rank, call, input, flag).
+        self.pending_changes: list[tuple[int, str, str, torch.Tensor]] = []
         self.quiet = quiet  # GPUs: the clock stops only once the side left no work on them
         # Where each timed block's time went, per side: so that the judge's own cost per call can
         # be read beside a bare loop's (docs/judge.md), from the report alone.
@@ -192,8 +206,12 @@ class Judge:
                     if on_called is not None:
                         on_called(each, call)
                     self.check_before_reuse(side, each, written[each], call + 1, names)
-                    self.buffers[side][each].release(written[each][call + 1])
+                    self.buffers[side][each].release(written[each][call + 1], wait=False)
                     released[each] = call + 1
+                # Every rank's GPU work queued first, then one wait per GPU: the ranks' GPUs copy
+                # at once, not one after the other.
+                for each in range(ranks):
+                    self.buffers[side][each].settle()
                 for each in range(ranks):
                     run.send_to(each, {"cmd": "go", "block": block, "call": call + 1})
                 returned.clear()
@@ -233,7 +251,12 @@ class Judge:
 
     # -- what the judge reads back ------------------------------------------------------------
     def check_inputs(self, written: list[list[WrittenCall]], what: list[str]) -> None:
-        """After a block: the calls whose inputs are still in their regions (the ring's last)."""
+        """After a block: the comparisons queued as regions were reused, then the calls whose
+        inputs are still in their regions (the ring's last)."""
+        pending, self.pending_changes = self.pending_changes, []
+        for rank, call_name, name, differs in pending:
+            if bool(differs):
+                raise self.mutation(rank, name, call_name)
         for rank, calls in enumerate(written):
             ring = self.buffers["candidate"][rank].calls
             for i in range(max(0, len(calls) - ring), len(calls)):
@@ -242,23 +265,27 @@ class Judge:
     def check_call_inputs(self, rank: int, call: WrittenCall, what: str) -> None:
         changed = self.buffers["candidate"][rank].changed_inputs(call, self.may_overwrite)
         if changed:
-            raise DrivenFailure("candidate", make_failure(
-                FailureClass.INPUT_MUTATION,
-                f"rank {rank}: input `{changed[0]}` was modified in {what}; only "
-                f"{list(self.may_overwrite) or 'no inputs'} may be overwritten", rank=rank))
+            raise self.mutation(rank, changed[0], what)
+
+    def mutation(self, rank: int, name: str, what: str) -> DrivenFailure:
+        return DrivenFailure("candidate", make_failure(
+            FailureClass.INPUT_MUTATION,
+            f"rank {rank}: input `{name}` was modified in {what}; only "
+            f"{list(self.may_overwrite) or 'no inputs'} may be overwritten", rank=rank))
 
     def check_before_reuse(self, side: str, rank: int, calls: list[WrittenCall], nxt: int,
                            names: Optional[list[str]]) -> None:
-        """Call ``nxt`` takes the region of call ``nxt - ring``: that call's inputs are checked
-        first, as the block's last calls are after it. The reference's are compared alike and the
-        answer dropped, so that both sides' clocks carry the same work."""
+        """Call ``nxt`` takes the region of call ``nxt - ring``: that call's inputs are compared
+        first (queued before the region is written again, read by ``check_inputs`` after the
+        block), as the block's last calls are after it. The reference's are compared alike and
+        the answer dropped, so that both sides' clocks carry the same work."""
         earlier = nxt - self.buffers[side][rank].calls
         if earlier < 0:
             return
+        changes = self.buffers[side][rank].input_changes(calls[earlier], self.may_overwrite)
         if side == "candidate":
-            self.check_call_inputs(rank, calls[earlier], names[earlier] if names else f"call {earlier}")
-        else:
-            self.buffers[side][rank].changed_inputs(calls[earlier], self.may_overwrite)
+            what = names[earlier] if names else f"call {earlier}"
+            self.pending_changes.extend((rank, what, name, differs) for name, differs in changes)
 
     def copy_outputs(self, side: str, rank: int, call: int, what: str) -> list[torch.Tensor]:
         try:
@@ -273,6 +300,9 @@ class Judge:
                 f"({type(exc).__name__})", rank=rank)) from None
 
     def save_outputs(self, label: str, outputs: list[list[torch.Tensor]]) -> None:
+        """Keep the judge's copy of a call's outputs for the comparison: in memory while the
+        holding budget lasts (writing them out between blocks would stretch every round of the
+        timing: a drawn call may be dropped again before the end), written out otherwise."""
         size = sum(t.numel() * t.element_size() for rank_outputs in outputs for t in rank_outputs)
         held = sum(self.kept_bytes.values()) + size
         if self.keep_budget is not None and held > self.keep_budget:
@@ -280,17 +310,31 @@ class Judge:
                 FailureClass.RESOURCE_LIMIT,
                 f"the outputs the judge keeps to compare reached {held / 2**30:.1f} GiB, past the "
                 f"{self.keep_budget / 2**30:.1f} GiB that this problem's outputs can take"))
+        in_memory = sum(self.kept_bytes[held_label] for held_label in self.held)
+        if in_memory + size <= self.hold_budget:
+            self.held[label] = outputs
+        else:
+            self.write_outputs(label, outputs)
+        self.kept_bytes[label] = size
+
+    def write_outputs(self, label: str, outputs: list[list[torch.Tensor]]) -> None:
         try:
             for rank, rank_outputs in enumerate(outputs):
                 torch.save([t.cpu() for t in rank_outputs], self.outputs_dir / f"task0_{label}_rank{rank}.pt")
         except OSError as exc:  # the judge's memory-backed disk is full: the side's outputs filled it
             raise DrivenFailure("candidate", make_failure(
                 FailureClass.RESOURCE_LIMIT, f"the judge could not keep the outputs of {label}: {exc}")) from None
-        self.kept_bytes[label] = size
+
+    def flush_outputs(self) -> None:
+        """Write out every copy still held in memory, for the comparison that reads the files."""
+        while self.held:
+            label, outputs = self.held.popitem()
+            self.write_outputs(label, outputs)
 
     def drop_outputs(self, label: str) -> None:
-        for path in self.outputs_dir.glob(f"task0_{label}_rank*.pt"):
-            path.unlink()
+        if self.held.pop(label, None) is None:
+            for path in self.outputs_dir.glob(f"task0_{label}_rank*.pt"):
+                path.unlink()
         self.kept_bytes.pop(label, None)
 
     # -- the phases ---------------------------------------------------------------------------

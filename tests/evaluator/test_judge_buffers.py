@@ -216,3 +216,33 @@ def test_the_judge_keeps_no_more_of_a_candidates_outputs_than_its_budget(tmp_pat
     assert caught.value.side == "candidate"
     assert caught.value.failure["failure_class"] == "resource_limit"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["task0_timed3_rank0.pt", "task0_timed3_rank1.pt"]
+
+
+def test_held_copies_are_written_out_at_the_flush_and_a_dropped_one_never(tmp_path):
+    """Copies held in memory while the timing runs (no file written between blocks), past the
+    holding budget written at once; the flush writes what is held, a dropped label leaves nothing."""
+    from evaluator.judge.driver import Judge
+
+    judge = Judge(None, (), tmp_path, {}, step_s=1.0, keep_budget=10_000, hold_budget=1600)  # type: ignore[arg-type]
+    judge.save_outputs("timed1", [[torch.ones(100)], [torch.ones(100)]])  # 800 bytes: held
+    judge.save_outputs("timed2", [[torch.full((100,), 2.0)], [torch.full((100,), 2.0)]])  # held: 1600
+    judge.save_outputs("timed3", [[torch.full((100,), 3.0)], [torch.full((100,), 3.0)]])  # past it: written
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["task0_timed3_rank0.pt", "task0_timed3_rank1.pt"]
+    judge.drop_outputs("timed2")
+    judge.drop_outputs("timed3")
+    judge.flush_outputs()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["task0_timed1_rank0.pt", "task0_timed1_rank1.pt"]
+    assert torch.equal(torch.load(tmp_path / "task0_timed1_rank1.pt")[0], torch.ones(100))
+    assert judge.kept_bytes == {"timed1": 800}
+
+
+@pytest.mark.parametrize("nbytes", [1, 7, 8, 64, 67, 4096 + 3])
+def test_bytes_differ_sees_a_change_in_any_byte_words_and_tail(nbytes):
+    from evaluator.judge.buffers import bytes_differ
+
+    ours = torch.randint(0, 256, (nbytes,), dtype=torch.uint8)
+    assert not bool(bytes_differ(ours, ours.clone()))
+    for where in {0, nbytes // 2, nbytes - 1}:
+        theirs = ours.clone()
+        theirs[where] ^= 1
+        assert bool(bytes_differ(ours, theirs)), where
