@@ -50,6 +50,7 @@ from .judge.buffers import RankBuffers, output_bound
 from .judge.driver import Judge, JudgedTimer, calls_per_block, hold_budget, pass_probability_bound, phase_summary
 from .judge.inputs import InputMaker, output_capacity
 from .judge.quiet import DeviceQuiet
+from .phase_clock import PhaseClock
 from .static_checks import read_solution, resolve_dtype, static_failure
 
 # Outputs judged at once in the parent (each holds a few copies of one output in memory).
@@ -115,6 +116,7 @@ class Evaluation:
                                 device=config.device)
         self.started_at = _now()
         self.started_clock = time.monotonic()
+        self.phases = PhaseClock()  # the judged path's phases (report wall_time.phases_s)
 
     def rechecks(self, timed_calls: Sequence[int]) -> list[TrialSpec]:
         """The candidate's checked timed calls, as trials the reference runs after the seeded ones."""
@@ -265,6 +267,7 @@ class Evaluation:
         # the candidate's limits): every trial's and drawn call's, each within the honest bound.
         keep_budget = disk_for_outputs(self.config.resources.disk_bytes, self.config.trials + CHECKED_CALLS,
                                        self.output_bytes_bound(), self.config.world_size)
+        self.phases = PhaseClock()
         judge = Judge(self.maker, self.problem.may_overwrite, outputs_dir, buffers, step_s,
                       on_progress=self.on_progress, quiet=quiet, keep_budget=keep_budget,
                       hold_budget=hold_budget(self.config.device, self.config.world_size))
@@ -284,12 +287,15 @@ class Evaluation:
                     raise DrivenFailure(name, make_failure(
                         FailureClass.PROTOCOL_VIOLATION,
                         f"the {name}'s processes could not all be stopped after its start"))
+            self.phases.mark("start")
             judge.trials(candidate_run, self.seeds)
+            self.phases.mark("trials")
             if reference_run is not None:
                 assert self.timing is not None
                 paired = JudgedTimer(judge, candidate_run, reference_run, self.timing, step_s=step_s,
                                      timing_seed=self.timing_seed, max_calls=calls).run()
             judge.flush_outputs()
+            self.phases.mark("timing")
         except DrivenFailure as exc:
             candidate = candidate_run.end()
             reference = reference_run.end() if reference_run else None
@@ -329,7 +335,9 @@ class Evaluation:
                     "little to recompute the answers it is judged by"), [], None, candidate, reference)
         if not reference.ok:
             return self.report(reference.failure, [], None, candidate, reference)
+        self.phases.mark("finish")
         trials, failure = self.judge(workdir, timed_calls)
+        self.phases.mark("comparison")
         timing = None
         if failure is None and paired is not None:
             timing, failure = self.score(paired, None)
@@ -488,7 +496,8 @@ class Evaluation:
             wall_time=WallTime(total_s=time.monotonic() - self.started_clock,
                                reference_s=reference.wall_s if reference else 0.0,
                                candidate_s=candidate.wall_s if candidate else 0.0,
-                               compile_s=compile_s),
+                               compile_s=compile_s,
+                               **({"phases_s": self.phases.seconds()} if self.phases.marks else {})),
             started_at=self.started_at, finished_at=finished,
         )
 

@@ -205,6 +205,8 @@ def render_summary(report: Mapping[str, Any]) -> str:
     compile_s = f", compile {w['compile_s']:.1f} s" if w.get("compile_s") else ""
     lines.append(f"wall time {w['total_s']:.1f} s (candidate {w['candidate_s']:.1f} s, "
                  f"reference {w['reference_s']:.1f} s{compile_s})")
+    if w.get("phases_s"):
+        lines.append("judge's phases: " + ", ".join(f"{phase} {s:.1f} s" for phase, s in w["phases_s"].items()))
     return "\n".join(lines)
 
 

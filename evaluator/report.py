@@ -189,6 +189,9 @@ class WallTime(TypedDict):
     reference_s: float
     candidate_s: float
     compile_s: Optional[float]  # the slowest rank's time in builds, failed ones too (evaluator/builds.py)
+    # The judge outside the ranks: seconds of each of its phases, in order (start, trials, timing,
+    # finish, comparison), so that a slow evaluation says where its wall time went.
+    phases_s: NotRequired[dict[str, float]]
 
 
 class Report(TypedDict):

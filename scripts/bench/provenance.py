@@ -13,8 +13,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def lines() -> list[str]:
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                            text=True).stdout.strip()
+    # A device host's copy of the tree may carry an older .git: the sender names the commit.
+    commit = os.environ.get("PKB_GIT_COMMIT") or subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor())
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())

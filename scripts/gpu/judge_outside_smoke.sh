@@ -37,6 +37,7 @@ for run in "${RUNS[@]}"; do
     --device cuda --gpu-judge "$judge" "${HARDWARE[@]}" --json "$WORK/reports/$name.json" > "$WORK/reports/$name.log" 2>&1
   rc=$?
   wall=$(( (${EPOCHREALTIME/./} - began) / 1000000 ))
+  tar -C "$WORK" -czf "$OUT/judge_smoke.tgz" reports  # after every run: a cap that cuts the lane keeps what ended
   "$PYTHON" - "$WORK/reports/$name.json" "$name" "$rc" "$wall" <<'PY'
 import json, sys
 path, name, rc, wall = sys.argv[1:]
@@ -57,7 +58,7 @@ print(f"{name:50s} {r.get('verdict', '?'):5s} {f.get('failure_class', ''):18s} {
       f"ms/call cand/ref {per_call} "
       f"stop {stop.get('reason')}/{stop.get('rounds')} blocks {t.get('block_calls')} "
       f"max/block {checks.get('calls_per_block_max')} quiet {checks.get('gpu_quiet')} "
-      f"blocks {checks.get('block_ms')} "
+      f"blocks {checks.get('block_ms')} phases_s {(r.get('wall_time') or {}).get('phases_s')} "
       f"{(f.get('message') or '')[:300]}")
 PY
 done
