@@ -61,3 +61,17 @@ def test_shape_dtype_and_count_mismatches_are_named():
     assert checks[0]["status"] == "shape_mismatch"
     assert describe(checks[0]) == "returned 2 outputs, the reference returns 1"
 
+
+
+def test_outputs_and_exact_records_move_whole_to_the_comparison_device():
+    """The parent judges a GPU run's outputs on the rank's GPU where it sees one
+    (api.Evaluation.comparison_device); what moves there is every tensor of the outputs and of the
+    exact records, the rest as it was."""
+    from evaluator.api import on_device
+
+    records = [{"residual": torch.ones(3, dtype=torch.float64), "why": None, "low": None}, None]
+    moved = on_device(records, torch.device("meta"))
+    assert moved[0]["residual"].device.type == "meta" and moved[0]["residual"].dtype == torch.float64
+    assert moved[0]["why"] is None and moved[0]["low"] is None and moved[1] is None
+    outputs = on_device([torch.zeros(2), torch.arange(4)], torch.device("meta"))
+    assert [t.device.type for t in outputs] == ["meta", "meta"] and outputs[1].dtype == torch.int64
