@@ -19,10 +19,14 @@ def _int(name: str, default: int) -> int:
 CODE_ROOT = Path(__file__).resolve().parents[1]
 
 
-def _eval_command() -> list[str]:
+def default_eval_command() -> list[str]:
     # -P: the job's temporary directory (the subprocess's cwd, holding solution.py) stays off
     # sys.path; the evaluator is found through PYTHONPATH (runner.evaluator_env).
-    return os.environ.get("PKB_EVAL_COMMAND", "").split() or [sys.executable, "-P", "-m", "evaluator.cli"]
+    return [sys.executable, "-P", "-m", "evaluator.cli"]
+
+
+def _eval_command() -> list[str]:
+    return os.environ.get("PKB_EVAL_COMMAND", "").split() or default_eval_command()
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from contract.gpu import NO_MULTICAST_ENV
 from contract.job import EvalJob
@@ -20,8 +20,9 @@ from contract.progress import parse_line
 from evaluator.sandbox import libc
 
 from . import progress
-from .config import CODE_ROOT
+from .config import CODE_ROOT, default_eval_command
 from .progress import Progress
+from .warm import WarmChild, WarmEvaluator
 
 OUTPUT_TAIL = 20_000
 log = logging.getLogger(__name__)
@@ -104,10 +105,10 @@ def run(job: EvalJob, eval_command: list[str], timeout_s: float,
         report_r, report_w = os.pipe()
         try:
             build = job.sweep_command if sweep else job.command
-            proc = subprocess.Popen(build(eval_command, solution, report_w, timeout_s, extra), cwd=tmp, env=env,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    start_new_session=True, pass_fds=(report_w,),
-                                    preexec_fn=_die_with(os.getpid()))
+            command = build(eval_command, solution, report_w, timeout_s, extra)
+            proc = _warm_spawn(eval_command, command, tmp, env, report_w) or subprocess.Popen(
+                command, cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                start_new_session=True, pass_fds=(report_w,), preexec_fn=_die_with(os.getpid()))
         finally:
             os.close(report_w)
         lines: list[str] = []
@@ -134,6 +135,25 @@ def run(job: EvalJob, eval_command: list[str], timeout_s: float,
                 report = None
         return RunResult(report, proc.returncode, timed_out, "".join(lines)[-OUTPUT_TAIL:],
                          time.monotonic() - started)
+
+
+_warm: Optional[WarmEvaluator] = None
+
+
+def _warm_spawn(eval_command: list[str], command: list[str], cwd: str, env: dict[str, str],
+                report_fd: int) -> Optional[WarmChild]:
+    """The job's `pkb eval` forked from the warm evaluator (worker/warm.py), where this worker
+    runs the evaluator it ships (not a PKB_EVAL_COMMAND of its own) and PKB_WARM_EVAL is not 0;
+    None: start a fresh process instead."""
+    global _warm
+    if os.environ.get("PKB_WARM_EVAL", "1") == "0" or eval_command != default_eval_command():
+        return None
+    if _warm is None:
+        _warm = WarmEvaluator(env, preexec=_die_with(os.getpid()))
+    child = _warm.spawn(command[len(eval_command):], cwd, env, {report_fd: report_fd})
+    if child is None:
+        log.warning("the warm evaluator is not available: this job starts a fresh pkb eval")
+    return child
 
 
 def _read_all(fd: int, chunks: list[bytes], limit: int = 64 * 2**20) -> None:

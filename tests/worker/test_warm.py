@@ -1,0 +1,117 @@
+"""The warm evaluator (worker/warm.py): each job's `pkb eval` forked from one process that has
+imported torch and the evaluator, with the job's own directory, environment, output and report
+pipe; killed as a fresh process would be; gone with the worker."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from contract.job import EvalJob
+from worker import runner
+from worker.warm import WarmEvaluator
+
+from .test_progress import job
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def warm(tmp_path: Path):
+    env = runner.evaluator_env()
+    template = WarmEvaluator(env)
+    yield template, env
+    template.close()
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+
+
+def test_a_job_forked_warm_gets_its_own_directory_and_pipes(warm, tmp_path: Path) -> None:
+    template, env = warm
+    (tmp_path / "bad.py").write_text("def solution(:\n")
+    report_r, report_w = os.pipe()
+    child = template.spawn(["eval", "--problem", "all-reduce", "--solution", "bad.py", "--world-size", "2",
+                            "--device", "cpu", "--no-timing", "--json", "out.json", "--report-fd", str(report_w)],
+                           str(tmp_path), env, {report_w: report_w})
+    os.close(report_w)
+    assert child is not None
+    output = child.stdout.read()
+    assert child.wait(60) == 0, output  # a report was made: `pkb eval` succeeded, whatever the verdict
+    report = json.loads(os.read(report_r, 1 << 20))
+    os.close(report_r)
+    # Relative paths are the job's directory's, the report came on the pipe under the number the
+    # command named, and what the CLI printed on the job's output.
+    assert report["verdict"] == "fail" and report["failure"]["failure_class"] == "syntax_error"
+    assert json.loads((tmp_path / "out.json").read_text())["verdict"] == "fail"
+    assert b"syntax_error" in output or b"SyntaxError" in output or b"syntax" in output
+    # A second job comes from the same warm process, and its exit status comes back.
+    first = template.process.pid
+    again = template.spawn(["eval", "--problem", "no-such-problem", "--solution", "x.py", "--world-size", "2"],
+                           str(tmp_path), env, {})
+    assert again is not None and again.wait(30) == 2 and template.process.pid == first
+    assert b"no-such-problem" in again.stdout.read()  # its message names what was wrong (stderr, same pipe)
+
+
+def test_a_killed_job_is_reported_killed_and_the_template_goes_on(warm, tmp_path: Path) -> None:
+    template, env = warm
+    slow = tmp_path / "slow.py"
+    slow.write_text("import time\ntime.sleep(600)\nsolution = None\n")
+    child = template.spawn(["eval", "--problem", "all-reduce", "--solution", str(slow), "--world-size", "2",
+                            "--device", "cpu", "--size", "small", "--no-timing"], str(tmp_path), env, {})
+    assert child is not None
+    with pytest.raises(subprocess.TimeoutExpired):
+        child.wait(1.0)
+    os.killpg(child.pid, signal.SIGKILL)  # the runner kills the job's whole session
+    assert child.wait(30) == -signal.SIGKILL
+    assert template.spawn(["problems"], str(tmp_path), env, {}).wait(30) == 0
+
+
+def test_the_runner_evaluates_through_the_warm_evaluator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PKB_WARM_EVAL", raising=False)
+    source = 'from problems import get as _get\n\nsolution = _get("all-reduce").reference\n'
+    payload = job(source=source, trials=2)
+    try:
+        result = runner.run(EvalJob.from_payload(payload), runner.default_eval_command(), 300)
+        assert result.report is not None and result.report["verdict"] == "pass", result.output_tail
+        assert runner._warm is not None and runner._warm.alive()
+    finally:
+        if runner._warm is not None:
+            runner._warm.close()
+            runner._warm = None
+
+
+def test_the_template_dies_with_the_worker(tmp_path: Path) -> None:
+    """A SIGKILLed worker cannot stop what it started: the template (and through it every job it
+    forked) is killed by the kernel when the worker's process goes."""
+    script = tmp_path / "a_worker.py"
+    script.write_text(
+        "import os, sys, time\n"
+        "from worker import runner\n"
+        "from worker.warm import WarmEvaluator\n"
+        "w = WarmEvaluator(runner.evaluator_env(), preexec=runner._die_with(os.getpid()))\n"
+        "assert w.start()\n"
+        "print(w.process.pid, flush=True)\n"
+        "time.sleep(600)\n")
+    worker = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, cwd=REPO,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+    template_pid = int(worker.stdout.readline())
+    assert not _gone(template_pid)
+    worker.kill()
+    worker.wait()
+    deadline = time.monotonic() + 10
+    while not _gone(template_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _gone(template_pid)

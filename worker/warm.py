@@ -1,0 +1,226 @@
+"""A warm evaluator: one process that has imported torch and the evaluator once, and forks each
+job's `pkb eval` from there instead of starting Python afresh.
+
+A job's `pkb eval` spent 4.6 s (median, 2 x H100 board batch, docs/runs.md) before its sandboxes
+started, most of it importing torch. Here that import happens once per worker: the template
+process (``python -m worker.warm``) imports the evaluator, then waits on a Unix socket; for each
+job the worker sends the command's arguments, working directory, environment and descriptors
+(its output pipe and the report pipe), and the template forks a child that becomes that job's
+`pkb eval`: a session of its own (the runner kills the whole group), killed with the template
+(which dies with the worker), the descriptors at the numbers the command names. The template
+never touches CUDA, so every child initialises its own GPUs as a fresh process would, after its
+CUDA_VISIBLE_DEVICES is set.
+
+The worker sees a ``WarmChild`` where it would see a ``subprocess.Popen``: ``pid``, ``wait``,
+``returncode``, ``stdout``. If the template cannot be started or dies, the runner falls back to
+a fresh process (``runner.run``), so a broken template costs time, never a job.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from typing import Any, BinaryIO, Optional
+
+from evaluator.sandbox import libc
+
+MAX_REQUEST = 1 << 20  # the command, the working directory and the environment, as JSON
+HIGH_FD = 100  # received descriptors are moved above this and above every number a command names
+
+
+class WarmChild:
+    """One job's `pkb eval`, forked by the template: what the runner uses of a Popen."""
+
+    def __init__(self, pid: int, stdout: BinaryIO, template: "WarmEvaluator") -> None:
+        self.pid = pid
+        self.stdout = stdout
+        self.returncode: Optional[int] = None
+        self._template = template
+
+    def wait(self, timeout: Optional[float] = None) -> int:
+        if self.returncode is None:
+            self.returncode = self._template.exit_code(self.pid, timeout)
+        return self.returncode
+
+
+class WarmEvaluator:
+    """The worker's end: starts the template on first use, one job at a time (the worker's
+    concurrency is 1)."""
+
+    def __init__(self, env: dict[str, str], preexec: Any = None) -> None:
+        self.env = env
+        self.preexec = preexec
+        self.process: Optional[subprocess.Popen[bytes]] = None
+        self.sock: Optional[socket.socket] = None
+        self.lock = threading.Lock()
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None and self.sock is not None
+
+    def start(self, timeout_s: float = 120.0) -> bool:
+        """The template, started and warm (its imports done) within ``timeout_s``; False if not."""
+        self.close()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self.process = subprocess.Popen([sys.executable, "-P", "-m", "worker.warm", str(theirs.fileno())],
+                                            env=self.env, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                                            preexec_fn=self.preexec)
+        except OSError:
+            ours.close()
+            return False
+        finally:
+            theirs.close()
+        self.sock = ours
+        ready = self._receive(timeout_s)
+        if ready is None or ready.get("ready") is not True:
+            self.close()
+            return False
+        return True
+
+    def spawn(self, argv: list[str], cwd: str, env: dict[str, str], fds: dict[int, int]) -> Optional[WarmChild]:
+        """Fork `pkb eval ARGV` in ``cwd`` with ``env``; ``fds``: number in the child -> our
+        descriptor (the report pipe's write end under the number the command names). Its
+        standard output and error come back on the child's ``stdout``. None: no template."""
+        with self.lock:
+            if not self.alive() and not self.start():
+                return None
+            assert self.sock is not None
+            out_r, out_w = os.pipe()
+            targets = [1, *fds]
+            request = json.dumps({"argv": argv, "cwd": cwd, "env": env, "targets": targets}).encode()
+            try:
+                socket.send_fds(self.sock, [request], [out_w, *fds.values()])
+            except OSError:
+                os.close(out_r)
+                os.close(out_w)
+                self.close()
+                return None
+            os.close(out_w)
+            reply = self._receive(30.0)
+            if reply is None or "pid" not in reply:
+                os.close(out_r)
+                self.close()
+                return None
+            return WarmChild(int(reply["pid"]), os.fdopen(out_r, "rb"), self)
+
+    def exit_code(self, pid: int, timeout: Optional[float]) -> int:
+        """The child's exit status as the template reaped it (negative: killed by that signal)."""
+        reply = self._receive(timeout)
+        if reply is None:
+            if self.alive():
+                raise subprocess.TimeoutExpired(f"warm pkb eval {pid}", timeout or 0.0)
+            return -signal.SIGKILL  # the template is gone, and its children with it
+        return int(reply["exit"])
+
+    def _receive(self, timeout: Optional[float]) -> Optional[dict[str, Any]]:
+        if self.sock is None:
+            return None
+        self.sock.settimeout(timeout)
+        try:
+            data = self.sock.recv(MAX_REQUEST)
+        except socket.timeout:
+            if self.alive():
+                return None
+            self.close()
+            return None
+        except OSError:
+            self.close()
+            return None
+        if not data:
+            self.close()
+            return None
+        return json.loads(data)
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        if self.process is not None:
+            if self.process.poll() is None:
+                self.process.kill()
+            self.process.wait()
+            self.process = None
+
+
+# -- the template ------------------------------------------------------------------------------
+
+def _child(request: dict[str, Any], fds: list[int], template_pid: int) -> None:
+    """In the forked child: become the job's `pkb eval`, then exit with its status."""
+    os.setsid()  # the runner kills the job's whole process group
+    libc.prctl(libc.PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != template_pid:  # the template died before the signal was armed
+        os._exit(1)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
+        signal.signal(sig, signal.SIG_DFL)
+    base = max(HIGH_FD, *request["targets"]) + 1
+    high = [os.dup2(fd, base + i) for i, fd in enumerate(fds)]  # out of the way of the targets
+    for fd in fds:
+        os.close(fd)
+    out, *named = high
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    for target, fd in zip(request["targets"][1:], named):
+        os.dup2(fd, target)
+        os.set_inheritable(target, False)  # the report pipe is the evaluator's alone: no rank inherits it
+    for fd in high:
+        os.close(fd)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.argv = ["pkb", *request["argv"]]
+    code = 1
+    try:
+        from evaluator.cli import main
+
+        code = main(request["argv"])
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:  # noqa: BLE001 - what a fresh interpreter would print, then its status
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        try:
+            atexit._run_exitfuncs()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def serve(sock: socket.socket) -> None:
+    import evaluator.api  # noqa: F401 - the imports every job would repeat: torch, the problems
+    import evaluator.cli  # noqa: F401
+
+    sock.send(json.dumps({"ready": True}).encode())
+    while True:
+        try:
+            request, fds, _, _ = socket.recv_fds(sock, MAX_REQUEST, 8)
+        except OSError:
+            return
+        if not request:
+            return  # the worker closed its end
+        template = os.getpid()
+        pid = os.fork()
+        if pid == 0:
+            sock.close()
+            _child(json.loads(request), fds, template)
+        for fd in fds:
+            os.close(fd)
+        sock.send(json.dumps({"pid": pid}).encode())
+        _, status = os.waitpid(pid, 0)
+        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        try:
+            sock.send(json.dumps({"exit": code}).encode())
+        except OSError:
+            return
+
+
+if __name__ == "__main__":
+    serve(socket.socket(fileno=int(sys.argv[1])))
