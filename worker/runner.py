@@ -106,7 +106,7 @@ def run(job: EvalJob, eval_command: list[str], timeout_s: float,
         try:
             build = job.sweep_command if sweep else job.command
             command = build(eval_command, solution, report_w, timeout_s, extra)
-            proc = _warm_spawn(eval_command, command, tmp, env, report_w) or subprocess.Popen(
+            proc = _warm_spawn(eval_command, command, tmp, env, report_w, job.device == "cuda") or subprocess.Popen(
                 command, cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 start_new_session=True, pass_fds=(report_w,), preexec_fn=_die_with(os.getpid()))
         finally:
@@ -141,7 +141,7 @@ _warm: Optional[WarmEvaluator] = None
 
 
 def _warm_spawn(eval_command: list[str], command: list[str], cwd: str, env: dict[str, str],
-                report_fd: int) -> Optional[WarmChild]:
+                report_fd: int, cuda: bool) -> Optional[WarmChild]:
     """The job's `pkb eval` forked from the warm evaluator (worker/warm.py), where this worker
     runs the evaluator it ships (not a PKB_EVAL_COMMAND of its own) and PKB_WARM_EVAL is not 0;
     None: start a fresh process instead."""
@@ -150,7 +150,7 @@ def _warm_spawn(eval_command: list[str], command: list[str], cwd: str, env: dict
         return None
     if _warm is None:
         _warm = WarmEvaluator(env, preexec=_die_with(os.getpid()))
-    child = _warm.spawn(command[len(eval_command):], cwd, env, {report_fd: report_fd})
+    child = _warm.spawn(command[len(eval_command):], cwd, env, {report_fd: report_fd}, cuda=cuda)
     if child is None:
         log.warning("the warm evaluator is not available: this job starts a fresh pkb eval")
     return child

@@ -8,7 +8,10 @@ job the worker sends the command's arguments, working directory, environment and
 (its output pipe and the report pipe), and the template forks a child that becomes that job's
 `pkb eval`: a session of its own (the runner kills the whole group), killed with the template
 (which dies with the worker), the descriptors at the numbers the command names. The template
-never touches CUDA, so every child initialises its own GPUs as a fresh process would, after its
+must never touch CUDA (a driver initialised before a fork is unusable in the child): it says
+whether the CUDA driver library is mapped in it after its imports (``cuInit`` lives there, so
+unmapped means uninitialised), and a GPU job is forked only from a template where it is not;
+every such child initialises its own GPUs as a fresh process would, after its
 CUDA_VISIBLE_DEVICES is set.
 
 The worker sees a ``WarmChild`` where it would see a ``subprocess.Popen``: ``pid``, ``wait``,
@@ -59,6 +62,7 @@ class WarmEvaluator:
         self.process: Optional[subprocess.Popen[bytes]] = None
         self.sock: Optional[socket.socket] = None
         self.lock = threading.Lock()
+        self.cuda_clean = False  # the template never loaded the CUDA driver (GPU jobs may fork)
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None and self.sock is not None
@@ -81,14 +85,19 @@ class WarmEvaluator:
         if ready is None or ready.get("ready") is not True:
             self.close()
             return False
+        self.cuda_clean = ready.get("cuda_clean") is True
         return True
 
-    def spawn(self, argv: list[str], cwd: str, env: dict[str, str], fds: dict[int, int]) -> Optional[WarmChild]:
+    def spawn(self, argv: list[str], cwd: str, env: dict[str, str], fds: dict[int, int],
+              cuda: bool = False) -> Optional[WarmChild]:
         """Fork `pkb eval ARGV` in ``cwd`` with ``env``; ``fds``: number in the child -> our
-        descriptor (the report pipe's write end under the number the command names). Its
-        standard output and error come back on the child's ``stdout``. None: no template."""
+        descriptor (the report pipe's write end under the number the command names); ``cuda``:
+        the job uses GPUs. Its standard output and error come back on the child's ``stdout``.
+        None: no template, or none that a GPU job may fork from."""
         with self.lock:
             if not self.alive() and not self.start():
+                return None
+            if cuda and not self.cuda_clean:
                 return None
             assert self.sock is not None
             out_r, out_w = os.pipe()
@@ -194,11 +203,17 @@ def _child(request: dict[str, Any], fds: list[int], template_pid: int) -> None:
             os._exit(code)
 
 
+def cuda_driver_loaded() -> bool:
+    """Whether this process has the CUDA driver library mapped (then it may have called cuInit)."""
+    with open("/proc/self/maps") as maps:
+        return any("libcuda.so" in line for line in maps)
+
+
 def serve(sock: socket.socket) -> None:
     import evaluator.api  # noqa: F401 - the imports every job would repeat: torch, the problems
     import evaluator.cli  # noqa: F401
 
-    sock.send(json.dumps({"ready": True}).encode())
+    sock.send(json.dumps({"ready": True, "cuda_clean": not cuda_driver_loaded()}).encode())
     while True:
         try:
             request, fds, _, _ = socket.recv_fds(sock, MAX_REQUEST, 8)

@@ -115,3 +115,14 @@ def test_the_template_dies_with_the_worker(tmp_path: Path) -> None:
     while not _gone(template_pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _gone(template_pid)
+
+
+def test_a_gpu_job_is_forked_only_from_a_template_that_never_loaded_the_cuda_driver(warm, tmp_path: Path) -> None:
+    """A CUDA driver initialised before a fork is unusable in the child: the template says after
+    its imports whether the driver library is mapped in it, and a GPU job from one where it is
+    starts a fresh process instead (the runner's fallback)."""
+    template, env = warm
+    assert template.start() and template.cuda_clean  # this machine's torch has no CUDA at all
+    template.cuda_clean = False  # as a template whose imports had mapped libcuda would say
+    assert template.spawn(["problems"], str(tmp_path), env, {}, cuda=True) is None
+    assert template.spawn(["problems"], str(tmp_path), env, {}, cuda=False).wait(30) == 0
