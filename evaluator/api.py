@@ -247,7 +247,7 @@ class Evaluation:
         """The candidate never makes an input, holds a clock or writes a file the judge reads:
         the judge feeds it through shared buffers and copies what it returns (judge/driver.py)."""
         call_bytes, slot = self.call_bytes, self.slot_bytes
-        shape = calls_per_block(self.timing, max(call_bytes), slot, self.config.device)
+        shape = calls_per_block(self.timing, max(call_bytes), slot, self.config.device, self.config.judge_release)
         sides = ["candidate", "reference"] if self.timing is not None else ["candidate"]
         buffers = {side: [RankBuffers(f"{side}{rank}", shape.ring, call_bytes[rank], slot, self.buffer_device(rank))
                           for rank in range(self.config.world_size)] for side in sides}
@@ -270,7 +270,8 @@ class Evaluation:
         self.phases = PhaseClock()
         judge = Judge(self.maker, self.problem.may_overwrite, outputs_dir, buffers, step_s,
                       on_progress=self.on_progress, quiet=quiet, keep_budget=keep_budget,
-                      hold_budget=hold_budget(self.config.device, self.config.world_size))
+                      hold_budget=hold_budget(self.config.device, self.config.world_size),
+                      release=self.config.judge_release)
         candidate_run = self.side_run("candidate", workdir, buffers=buffers["candidate"])
         reference_run = self.side_run("reference", workdir, buffers=buffers["reference"]) if self.timing else None
         runs = [r for r in (candidate_run, reference_run) if r is not None]
@@ -343,6 +344,7 @@ class Evaluation:
             timing, failure = self.score(paired, None)
             counted = sum(block.calls for block in paired.candidate.counted)
             timing["checks"] = {"timed_calls": counted, "checked": len(timed_calls), "judge": "outside",
+                                "release": self.config.judge_release,
                                 "pass_bound": {str(f): pass_probability_bound(len(timed_calls), f)
                                                for f in (0.5, 0.9, 0.99)},
                                 "calls_per_block_max": calls,

@@ -39,6 +39,9 @@ def _add_candidate_run(p: Any, problem_help: str, what: str) -> None:
                    help="run candidate code unconfined, with your rights (the report says sandbox: off)")
     p.add_argument("--gpu-judge", choices=("ranks", "outside"), default="ranks",
                    help="GPUs: judge inside the ranks (default) or outside them as on CPU (docs/judge.md)")
+    p.add_argument("--judge-release", choices=("call", "block"), default="call",
+                   help="the judge outside: release a block's inputs call by call (default: nothing can be "
+                        "batched) or all at once (no round trip per call; docs/judge.md)")
 
 
 def _add_eval(sub: Any) -> None:
@@ -108,7 +111,8 @@ def _config(args: argparse.Namespace, **extra: Any) -> EvalConfig:
                       device=args.device, dtype=args.dtype, trials=args.trials, seed=args.seed,
                       hardware_profile=args.hardware,
                       limits=Limits(startup_s=args.startup_timeout, step_s=args.step_timeout),
-                      sandbox=not args.no_sandbox, gpu_judge=args.gpu_judge, deadline_s=args.deadline,
+                      sandbox=not args.no_sandbox, gpu_judge=args.gpu_judge,
+                      judge_release=args.judge_release, deadline_s=args.deadline,
                       **extra)
 
 

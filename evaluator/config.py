@@ -115,6 +115,10 @@ class EvalConfig:
     # GPUs only: "outside" runs the judge outside the ranks as on CPU (docs/judge.md; being
     # measured); "ranks" keeps the in-rank judge. CPU evaluations are always judged outside.
     gpu_judge: str = "ranks"
+    # The judge outside: "call" releases a block's inputs one call at a time (no block can be
+    # batched; a round trip per call); "block" releases them all before the block (no round trip;
+    # a candidate may batch the block). docs/judge.md weighs the two; "call" is the default.
+    judge_release: str = "call"
     # Seconds the whole evaluation may take (a worker's deadline, inside its own kill); each side's
     # limit is cut to fit, so that running long ends in a diagnosis, not a kill from outside.
     deadline_s: Optional[float] = None

@@ -43,6 +43,10 @@ from .quiet import DeviceQuiet
 # and copies: 16 GiB of an H100's 80).
 BUFFER_BUDGET_BYTES = 1 << 30
 GPU_BUFFER_BUDGET_BYTES = 4 << 30
+# Released by block, every call of a block takes a region and an output slot (4 x the problem's HBM
+# bytes: 832 MiB a call for the default all-reduce): 16 GiB per rank and side of a GPU's memory
+# gives 19 calls a block there, 34 GiB of an H100's 80 with both sides and the judge's copies.
+GPU_BLOCK_BUDGET_BYTES = 16 << 30
 # The candidate's outputs that the judge holds in memory until the timing is over (its copies,
 # on the rank's GPU or in host memory), before it writes them out: beyond this it writes as it goes.
 HOLD_BYTES_CPU = 1 << 30
@@ -125,7 +129,7 @@ class Judge:
                  buffers: dict[str, list[RankBuffers]], step_s: float,
                  on_progress: Optional[Callable[[str, dict[str, Any]], None]] = None,
                  quiet: Optional[DeviceQuiet] = None, keep_budget: Optional[int] = None,
-                 hold_budget: int = 0) -> None:
+                 hold_budget: int = 0, release: str = "call") -> None:
         self.on_progress = on_progress  # the judge says how far it got: ranks' words are not read
         self.maker = maker
         self.may_overwrite = may_overwrite
@@ -134,6 +138,7 @@ class Judge:
         self.kept_bytes: dict[str, int] = {}  # label -> bytes saved under it
         self.held: dict[str, list[list[torch.Tensor]]] = {}  # label -> copies not yet written out
         self.hold_budget = hold_budget
+        self.release = release  # "call": inputs call by call; "block": all before the block
         self.buffers = buffers
         self.step_s = step_s
         self.checked = CheckedCalls(CHECKED_CALLS)
@@ -159,21 +164,27 @@ class Judge:
         """Release the first call's inputs, thaw the side, have it run the calls: once every rank
         has returned a call, ``on_called(rank, call)`` takes what it wants of it for each rank and
         the next call's inputs are released to all; wait for the answer, freeze the side: where
-        our clock's time went."""
+        our clock's time went. Released by block (``self.release``), every call's inputs are in
+        their own regions before the thaw, the ranks run the calls without a word between them,
+        and ``on_called`` is the caller's business once the side stands frozen."""
         self.block_id += 1
         block = self.block_id
+        by_block = self.release == "block"
         # No barrier in the ranks ("align": False): a step only the harness takes is one the
         # candidate can delete from its own process and be scored faster for (red team,
         # skips_the_alignment). The judge holds the barrier instead: no rank gets call i + 1
         # before every rank has returned call i.
-        commands = [{"cmd": "calls", "block": block,
+        commands = [{"cmd": "calls", "block": block, **({"release": "block"} if by_block else {}),
                      "calls": [{"inputs": w.manifest, "slot": self.buffers[side][rank].slot(i), "align": False,
                                 "capacity": self.buffers[side][rank].slot_bytes} for i, w in enumerate(calls)]}
                     for rank, calls in enumerate(written)]
         for rank, calls in enumerate(written):
-            self.buffers[side][rank].release(calls[0])
-        released = [0] * len(written)  # per rank: the last call whose inputs it has
+            for call in calls if by_block else calls[:1]:
+                self.buffers[side][rank].release(call, wait=False)
+        for rank_buffers in self.buffers[side]:
+            rank_buffers.settle()
         last = len(written[0]) - 1
+        released = [last if by_block else 0] * len(written)  # per rank: the last call whose inputs it has
         run.take_called()  # a stale claim from an earlier block releases nothing
         # The candidate stands frozen while the reference is timed: its processor time must not
         # move meanwhile. Nothing of it is read during the block (its pipes wait): lines it left
@@ -237,6 +248,10 @@ class Judge:
                 f"during the reference's {what} (work that escapes the freeze runs beside the other side)"))
         if (twice := answered_twice(run)) is not None:
             raise DrivenFailure(side, twice)
+        if by_block:
+            # Nothing tells the judge where a rank is inside the block: a call it skipped leaves its
+            # slot without its answer, which the draw finds with the probability pass_bound gives.
+            return phases
         # Answered before its last call: the judge had not released it yet, or the answer came in
         # the stream before the "called" of every earlier call (it then arrives in the same read
         # as the last release, and the clock would stop with a call still to run).
@@ -379,8 +394,11 @@ class Judge:
                                 what=f"timed block {self.block_id + 1}", on_called=on_called, names=names)
         if counted:
             self.phases[side].append(phases)
-        for rank in range(ranks):
-            on_called(rank, calls - 1)  # the side stands frozen: its last call's outputs are final
+        # The side stands frozen: the outputs still in their slots are final (released by block:
+        # every call's; else the last call's, the others were drawn or not as they returned).
+        for call in range(calls) if self.release == "block" else [calls - 1]:
+            for rank in range(ranks):
+                on_called(rank, call)
         if side == "candidate":
             self.check_inputs(written, names)
             kept = set(self.checked.kept)
@@ -435,12 +453,17 @@ class BlockShape:
     calls: int
 
 
-def calls_per_block(cfg: Optional[TimingConfig], call_bytes: int, slot_bytes: int, device: str = "cpu") -> BlockShape:
+def calls_per_block(cfg: Optional[TimingConfig], call_bytes: int, slot_bytes: int, device: str = "cpu",
+                    release: str = "call") -> BlockShape:
     """The block size the timing wants, within the budget: the ring within it, and the judge's
-    copies of a block's inputs within it too. Calls are released one at a time, so a region is
-    written again only after the call before has returned and been copied: one region would do;
-    a few cost nothing."""
+    copies of a block's inputs within it too. Released call by call, a region is written again
+    only after the call before has returned and been copied: one region would do; a few cost
+    nothing. Released by block, every call of a block has a region and a slot of its own."""
     wanted = cfg.max_block_calls if cfg is not None else 1
     budget = BUFFER_BUDGET_BYTES if device == "cpu" else GPU_BUFFER_BUDGET_BYTES
+    if release == "block":
+        budget = BUFFER_BUDGET_BYTES if device == "cpu" else GPU_BLOCK_BUDGET_BYTES
+        calls = max(1, min(wanted, budget // max(call_bytes + slot_bytes, 1)))
+        return BlockShape(calls, calls)
     ring = max(1, min(wanted, RING_REGIONS, budget // max(call_bytes + slot_bytes, 1)))
     return BlockShape(ring, max(ring, min(wanted, budget // max(call_bytes, 1))))

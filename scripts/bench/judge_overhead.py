@@ -13,6 +13,7 @@ and judge's cost per call; it is on both sides of a speedup, so it pulls ratios 
 
     .venv/bin/python scripts/bench/judge_overhead.py --problem all-reduce --size small --runs 3
     python3 scripts/bench/judge_overhead.py --device cuda --size default --gpu-judge outside  # a GPU host
+    ... --judge-release block   # the inputs of a whole block released at once (no round trip per call)
 
 Prints its provenance and one row per run; torch and this repository only.
 """
@@ -102,13 +103,14 @@ def bare_loop(args: argparse.Namespace) -> tuple[float, float]:
 def judged(args: argparse.Namespace, copy: Path) -> dict[str, Any]:
     report = evaluate(EvalConfig(problem=args.problem, solution_path=copy, world_size=args.world_size,
                                  device=args.device, size=args.size, trials=1, seed=1,
-                                 gpu_judge=args.gpu_judge))
+                                 gpu_judge=args.gpu_judge, judge_release=args.judge_release))
     if report["verdict"] != "pass":
         raise SystemExit(f"the reference's copy did not pass: {report['failure']}")
     timing = report["timing"]
     return {"reference_ms": timing["reference"]["median_ms"], "candidate_ms": timing["candidate"]["median_ms"],
             "speedup": timing["speedup"], "calls": (timing.get("checks") or {}).get("timed_calls"),
-            "judge": (timing.get("checks") or {}).get("judge", "ranks"),
+            "judge": "/".join(filter(None, ((timing.get("checks") or {}).get(k) for k in ("judge", "release"))))
+                     or "ranks",
             "phases": ((timing.get("checks") or {}).get("block_ms") or {}).get("reference")}
 
 
@@ -129,6 +131,8 @@ def main() -> None:
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--size", default="small")
     parser.add_argument("--gpu-judge", choices=("outside", "ranks"), default="outside")
+    parser.add_argument("--judge-release", choices=("call", "block"), default="call",
+                        help="the judge outside: inputs released call by call or by block (docs/judge.md)")
     parser.add_argument("--runs", type=int, default=3, help="bare loop and judged run, alternating, this many times")
     parser.add_argument("--blocks", type=int, default=30)
     parser.add_argument("--calls", type=int, default=50, help="calls per block of the bare loop")

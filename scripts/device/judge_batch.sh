@@ -24,10 +24,12 @@ batching() {  # what batching K calls is worth per size: the case for per-call r
     --sizes 4K,64K,256K,4M,64M --batch 4,16 > "$OUT/batching.txt" 2>&1
   echo "batching exit $?" >> "$OUT/batching.txt"
 }
-overhead() {
-  CUDA_VISIBLE_DEVICES=$1 timeout -k 10 "$CAP" python3 scripts/bench/judge_overhead.py --device cuda \
-    --size default --gpu-judge outside --runs "${OVERHEAD_RUNS:-2}" > "$OUT/overhead.txt" 2>&1
-  echo "overhead exit $?" >> "$OUT/overhead.txt"
+overhead() {  # released call by call, then by block: each against the bare loop
+  for release in call block; do
+    CUDA_VISIBLE_DEVICES=$1 timeout -k 10 $((CAP / 2)) python3 scripts/bench/judge_overhead.py --device cuda \
+      --size default --gpu-judge outside --judge-release $release --runs "${OVERHEAD_RUNS:-1}" >> "$OUT/overhead.txt" 2>&1
+    echo "overhead ($release) exit $?" >> "$OUT/overhead.txt"
+  done
 }
 smoke() {
   CUDA_VISIBLE_DEVICES=$1 OUT="$OUT" CAP=150 timeout -k 10 "$CAP" bash scripts/gpu/judge_outside_smoke.sh \

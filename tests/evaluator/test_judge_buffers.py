@@ -172,6 +172,12 @@ def test_blocks_at_the_default_all_reduce_size_are_not_cut_to_what_the_shared_bu
     huge = calls_per_block(TimingConfig(), 3 * GPU_BUFFER_BUDGET_BYTES, GPU_BUFFER_BUDGET_BYTES, device="cuda")
     assert huge.ring == huge.calls == 1  # one call at a time still works: each is released after the last returned
     assert calls_per_block(None, 4096, 8192).calls == 1  # untimed: one call per command
+    # Released by block, each call of a block has its own region and slot, all within the block
+    # budget: at this size (a slot of 768 MiB) 19 calls a block on a GPU.
+    from evaluator.judge.driver import GPU_BLOCK_BUDGET_BYTES
+
+    block = calls_per_block(TimingConfig(), 64 * mib, 4 * 192 * mib, device="cuda", release="block")
+    assert block.ring == block.calls == GPU_BLOCK_BUDGET_BYTES // (64 * mib + 4 * 192 * mib) == 19
 
 
 def test_a_rank_cannot_shrink_or_grow_the_memory_it_shares_with_the_judge(pair):

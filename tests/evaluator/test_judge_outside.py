@@ -164,3 +164,19 @@ def test_a_candidate_that_spends_the_evaluations_time_is_blamed_for_it():
     from evaluator.config import Limits
     report = run("blames_the_reference", deadline_s=60, limits=Limits())
     failed_as(report, "resource_limit", "left the reference too little")
+
+
+# Released by block (`--judge-release block`, docs/judge.md): every call's inputs before the
+# block, no word between calls. What it must still catch, and what it gives up (batching, the
+# call-by-call release's reason to exist) is measured, not tested: scripts/bench/batching_gain.py.
+def test_released_by_block_an_honest_copy_passes_and_the_judge_releases_nothing_per_call():
+    report = run("honest_at_block_ends", solution_path=SOLUTIONS / "cpu_correct.py", judge_release="block")
+    assert report["verdict"] == "pass", report["failure"]
+    checks = report["timing"]["checks"]
+    assert checks["release"] == "block" and checks["checked"] == min(64, checks["timed_calls"])
+    assert all(phases["releasing"] == 0 for phases in checks["block_ms"].values())
+
+
+def test_released_by_block_lazy_calls_and_mutated_inputs_are_still_caught():
+    failed_as(run("honest_at_block_ends", judge_release="block"), "value_mismatch", "timed call")
+    failed_as(run("reduces_into_inputs_when_timed", judge_release="block"), "input_mutation", "timed call")
