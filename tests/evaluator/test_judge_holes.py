@@ -134,3 +134,12 @@ def test_the_judges_copies_on_its_disk_are_compared_as_the_judge_wrote_them():
         assert "changed on the judge's disk" in report["failure"]["message"]
     else:
         assert report["failure"]["failure_class"] == "value_mismatch", report["failure"]
+
+
+@WITHIN_ITS_OWN_PROCESS
+def test_a_candidate_cannot_have_its_own_failure_reported_as_ours():
+    # Its CandidateError of class harness_error used to be reported as such: "our fault, never
+    # the candidate's" (docs/report-schema.md).
+    report = run("claims_harness_error", timing=False)
+    assert report["verdict"] == "fail"
+    assert report["failure"]["failure_class"] == "runtime_error", report["failure"]
