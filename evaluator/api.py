@@ -279,6 +279,10 @@ class Evaluation:
             if run.begin() is not None:
                 return self.report(run.failure, [], None, candidate_run.end(),
                                    reference_run.end() if reference_run else None)
+        # Unconfined, the candidate's processes run with our rights on the disk the judge writes its
+        # copies to: each file is held to the digest of what the judge wrote (red team,
+        # rewrites_judge_files). Confined, that disk is in none of the side's namespaces.
+        judge.guard_files = not getattr(candidate_run.box, "confined", False)
         started = {"candidate": candidate_run, **({"reference": reference_run} if reference_run else {})}
         paired = None
         try:
@@ -337,7 +341,7 @@ class Evaluation:
         if not reference.ok:
             return self.report(reference.failure, [], None, candidate, reference)
         self.phases.mark("finish")
-        trials, failure = self.judge(workdir, timed_calls)
+        trials, failure = self.judge(workdir, timed_calls, written=judge.written)
         self.phases.mark("comparison")
         timing = None
         if failure is None and paired is not None:
@@ -409,13 +413,16 @@ class Evaluation:
         return None
 
     def check_rank(self, workdir: Path, label: str, reference_label: str, rank: int,
-                   returned: Optional[list[str]] = None) -> Optional[list[Any]] | Failure:
+                   returned: Optional[list[str]] = None,
+                   written: Optional[dict[str, str]] = None) -> Optional[list[Any]] | Failure:
         """One rank's output checks for one trial; None when the candidate's file is unreadable;
         a failure when a timed call's saved outputs are not what it returned (``returned``:
-        their digests as the rank sent them right after the call)."""
-        got = load_candidate_outputs(workdir / "candidate" / f"task0_{label}_rank{rank}.pt")
-        if got is None:
-            return None
+        their digests as the rank sent them right after the call), or when a file the judge
+        wrote is no longer what it wrote (``written``: name -> SHA-256, Judge.written)."""
+        name = f"task0_{label}_rank{rank}.pt"
+        got = load_candidate_outputs(workdir / "candidate" / name, (written or {}).get(name))
+        if got is None or isinstance(got, dict):
+            return got
         if returned is not None and outputs_digest(got) != returned:
             return make_failure(FailureClass.PROTOCOL_VIOLATION,
                                 f"rank {rank}: the saved outputs of {label.replace('timed', 'timed call ')} are not "
@@ -437,7 +444,7 @@ class Evaluation:
 
     def judge(self, workdir: Path, timed_calls: Sequence[int] = (),
               returned: Callable[[int], Optional[list[list[str]]]] = lambda call: None,
-              ) -> tuple[list[Trial], Optional[Failure]]:
+              written: Optional[dict[str, str]] = None) -> tuple[list[Trial], Optional[Failure]]:
         labels = [(i, s, "correctness", f"trial{i}", f"trial{i}") for i, s in enumerate(self.seeds)]
         # Timed calls, recomputed by the reference as trials after the seeded ones.
         labels += [(len(self.seeds) + i, call_seed(self.timing_seed, n), "timed", f"timed{n}",
@@ -452,7 +459,7 @@ class Evaluation:
                  for rank in range(self.config.world_size)]
         # Several outputs at once: each check is a few memory-bound passes that release the GIL.
         with ThreadPoolExecutor(max_workers=JUDGE_THREADS) as pool:
-            checked = iter(list(pool.map(lambda item: self.check_rank(workdir, *item), items)))
+            checked = iter(list(pool.map(lambda item: self.check_rank(workdir, *item, written=written), items)))
         trials: list[Trial] = []
         failure: Optional[Failure] = None
         for index, seed, kind, label, _ in labels:

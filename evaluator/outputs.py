@@ -8,6 +8,7 @@ them unseen while the reference runs.
 from __future__ import annotations
 
 import hashlib
+import io
 from pathlib import Path
 from typing import Optional
 
@@ -17,9 +18,21 @@ from .report import Failure, FailureClass, make_failure
 from .side import SideResult
 
 
-def load_candidate_outputs(path: Path) -> Optional[list[torch.Tensor]]:
+def load_candidate_outputs(path: Path, sha256: Optional[str] = None) -> Optional[list[torch.Tensor]] | Failure:
+    """The outputs in ``path``; None if it holds none. ``sha256``: what the judge wrote there (the
+    judge outside, unconfined): a file with other bytes is a protocol violation, and the
+    outputs are read from the very bytes that were hashed."""
     try:
-        outputs = torch.load(path, weights_only=True)
+        if sha256 is not None:
+            data = path.read_bytes()
+            if hashlib.sha256(data).hexdigest() != sha256:
+                return make_failure(FailureClass.PROTOCOL_VIOLATION,
+                                    f"{path.name}, the judge's copy of the candidate's outputs, changed on the "
+                                    "judge's disk after the judge wrote it (only a candidate process could "
+                                    "write there)")
+            outputs = torch.load(io.BytesIO(data), weights_only=True)
+        else:
+            outputs = torch.load(path, weights_only=True)
     except Exception:  # noqa: BLE001 - missing, truncated or not a tensor file: all the same here
         return None
     if not isinstance(outputs, list) or not all(isinstance(t, torch.Tensor) for t in outputs):

@@ -48,6 +48,12 @@ class SideDiagnosis:
                 failure_class = FailureClass.RESOURCE_LIMIT  # the address-space limit refused it
             if self.side == "reference":
                 failure_class = FailureClass.HARNESS_ERROR
+            elif failure_class == FailureClass.HARNESS_ERROR:
+                # The class is the rank's word, and candidate code shares the rank (it raises
+                # CandidateError or forges the message): no harness code in a candidate's rank
+                # reports our fault, so a candidate claiming it is failing at its own run (red
+                # team, claims_harness_error: its exception was reported as harness_error).
+                failure_class = FailureClass.RUNTIME_ERROR
             rank = first.get("rank")
             message = f"rank {rank}: {first.get('message')}"
             if failure_class == FailureClass.RESOURCE_LIMIT:

@@ -19,6 +19,8 @@ After each block the judge compares every input with its own copy.
 
 from __future__ import annotations
 
+import hashlib
+import io
 import secrets
 import statistics
 import time
@@ -139,6 +141,11 @@ class Judge:
         self.held: dict[str, list[list[torch.Tensor]]] = {}  # label -> copies not yet written out
         self.hold_budget = hold_budget
         self.release = release  # "call": inputs call by call; "block": all before the block
+        # File name -> the SHA-256 of what the judge wrote there, taken from its own copy in memory
+        # (``guard_files``: only where the candidate ran unconfined, with the evaluator's rights
+        # on this disk; the comparison holds each file to it, red team, rewrites_judge_files).
+        self.guard_files = False
+        self.written: dict[str, str] = {}
         self.buffers = buffers
         self.step_s = step_s
         self.checked = CheckedCalls(CHECKED_CALLS)
@@ -335,7 +342,17 @@ class Judge:
     def write_outputs(self, label: str, outputs: list[list[torch.Tensor]]) -> None:
         try:
             for rank, rank_outputs in enumerate(outputs):
-                torch.save([t.cpu() for t in rank_outputs], self.outputs_dir / f"task0_{label}_rank{rank}.pt")
+                path = self.outputs_dir / f"task0_{label}_rank{rank}.pt"
+                if not self.guard_files:
+                    torch.save([t.cpu() for t in rank_outputs], path)
+                    continue
+                # Unconfined, a candidate process can rewrite this file before it is compared (at
+                # its finish, or from a process it left behind): the digest is of the bytes made
+                # here, from our copy, before any of them reach the disk.
+                data = io.BytesIO()
+                torch.save([t.cpu() for t in rank_outputs], data)
+                self.written[path.name] = hashlib.sha256(data.getbuffer()).hexdigest()
+                path.write_bytes(data.getbuffer())
         except OSError as exc:  # the judge's memory-backed disk is full: the side's outputs filled it
             raise DrivenFailure("candidate", make_failure(
                 FailureClass.RESOURCE_LIMIT, f"the judge could not keep the outputs of {label}: {exc}")) from None

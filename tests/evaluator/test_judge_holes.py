@@ -119,3 +119,27 @@ def test_digests_agree_between_a_device_and_the_parent_and_see_one_changed_bit()
     # Same bytes, other shape or dtype: another digest.
     assert outputs_digest([x.reshape(7, 143)]) != outputs_digest([x])
     assert outputs_digest([x.view(torch.float16)]) != outputs_digest([x])
+
+
+# -- the third red-team pass (2026-11-29) -------------------------------------------------------
+
+def test_the_judges_copies_on_its_disk_are_compared_as_the_judge_wrote_them():
+    # Unconfined, the lazy candidate (no communication at all) summed its ranks' files on the
+    # judge's disk at its finish, after the judge had written them: PASS at 1.8x before. Confined,
+    # that disk is in none of its namespaces and its wrong answers stand.
+    report = run("rewrites_judge_files")
+    assert report["verdict"] == "fail", (report.get("timing") or {}).get("speedup")
+    if report["sandbox"] == "off":
+        assert report["failure"]["failure_class"] == "protocol_violation", report["failure"]
+        assert "changed on the judge's disk" in report["failure"]["message"]
+    else:
+        assert report["failure"]["failure_class"] == "value_mismatch", report["failure"]
+
+
+@WITHIN_ITS_OWN_PROCESS
+def test_a_candidate_cannot_have_its_own_failure_reported_as_ours():
+    # Its CandidateError of class harness_error used to be reported as such: "our fault, never
+    # the candidate's" (docs/report-schema.md).
+    report = run("claims_harness_error", timing=False)
+    assert report["verdict"] == "fail"
+    assert report["failure"]["failure_class"] == "runtime_error", report["failure"]
