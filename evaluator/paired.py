@@ -216,10 +216,10 @@ class PairedTimer:
         for side in (self.cand, self.ref):
             side.warmup_calls = side.calls
 
-    def block_calls(self) -> int:
+    def block_calls(self, sides: Optional[tuple[SideBlocks, ...]] = None) -> int:
         """Calls per block, the same on both sides (a block's median then has the same meaning on
-        both), enough that the slower side's block lasts about ``block_time_s``."""
-        slower = max(self.cand.per_call_ms, self.ref.per_call_ms, 1e-6)
+        both), enough that the slower of ``sides`` (default: both) lasts about ``block_time_s``."""
+        slower = max(*(side.per_call_ms for side in (sides or (self.cand, self.ref))), 1e-6)
         wanted = math.ceil(self.cfg.block_time_s * 1e3 / slower)
         return max(self.cfg.min_block_calls, min(self.cfg.max_block_calls, wanted))
 
@@ -228,7 +228,11 @@ class PairedTimer:
         self.wait_ready(self.cand)
         self.wait_ready(self.ref)
         self.warm_up()
-        calls = self.block_calls()
+        # The reference's warm-up alone sizes the first round: a candidate's warm-up is its own to
+        # make slow (red team: slow only there, it shrank both sides' blocks to a few calls, and the
+        # per-block cost pulled its ratio towards 1). After that, both sides' timed blocks, which a
+        # candidate can only make slow by being scored slow.
+        calls = self.block_calls((self.ref,))
         rounds: list[dict[str, float]] = []
         before = self.busy_snapshot()
         started = time.monotonic()
@@ -240,6 +244,8 @@ class PairedTimer:
                 blocks[id(side)] = self.block(side, calls)
                 side.counted.append(blocks[id(side)])
             cand_ms, ref_ms = blocks[id(self.cand)].time_ms(self.clock), blocks[id(self.ref)].time_ms(self.clock)
+            self.cand.per_call_ms, self.ref.per_call_ms = cand_ms, ref_ms
+            calls = self.block_calls()
             # A call can time at 0 on a coarse clock: floor it at a nanosecond.
             rounds.append({"candidate_ms": cand_ms, "reference_ms": ref_ms, "ratio": ref_ms / max(cand_ms, 1e-6)})
             if len(rounds) >= self.cfg.min_rounds:

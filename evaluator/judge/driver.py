@@ -326,18 +326,23 @@ class Judge:
         holding budget lasts (writing them out between blocks would stretch every round of the
         timing: a drawn call may be dropped again before the end), written out otherwise."""
         size = sum(t.numel() * t.element_size() for rank_outputs in outputs for t in rank_outputs)
-        held = sum(self.kept_bytes.values()) + size
-        if self.keep_budget is not None and held > self.keep_budget:
-            raise DrivenFailure("candidate", make_failure(
-                FailureClass.RESOURCE_LIMIT,
-                f"the outputs the judge keeps to compare reached {held / 2**30:.1f} GiB, past the "
-                f"{self.keep_budget / 2**30:.1f} GiB that this problem's outputs can take"))
+        self.check_keep_budget(size)
         in_memory = sum(self.kept_bytes[held_label] for held_label in self.held)
         if in_memory + size <= self.hold_budget:
             self.held[label] = outputs
         else:
             self.write_outputs(label, outputs)
         self.kept_bytes[label] = size
+
+    def check_keep_budget(self, more: int) -> None:
+        """What the judge keeps of the candidate's outputs, with ``more`` bytes besides, within
+        its budget; past it the candidate's ``resource_limit``."""
+        held = sum(self.kept_bytes.values()) + more
+        if self.keep_budget is not None and held > self.keep_budget:
+            raise DrivenFailure("candidate", make_failure(
+                FailureClass.RESOURCE_LIMIT,
+                f"the outputs the judge keeps to compare reached {held / 2**30:.1f} GiB, past the "
+                f"{self.keep_budget / 2**30:.1f} GiB that this problem's outputs can take"))
 
     def write_outputs(self, label: str, outputs: list[list[torch.Tensor]]) -> None:
         try:
@@ -396,15 +401,24 @@ class Judge:
         ranks, calls = len(written), len(seeds)
         decided: dict[int, tuple[bool, Optional[int]]] = {}
         copies: dict[int, list[Optional[list[torch.Tensor]]]] = {}
+        copied = 0  # bytes of the candidate's outputs copied in this block, held until it ends
 
         def on_called(rank: int, call: int) -> None:
+            nonlocal copied
             if not counted:
                 return
             if call not in decided:
                 decided[call] = sample.offer(first_call + call)
                 copies[call] = [None] * ranks
             if decided[call][0]:
-                copies[call][rank] = self.copy_outputs(side, rank, call, f"timed call {first_call + call}")
+                copy = self.copy_outputs(side, rank, call, f"timed call {first_call + call}")
+                copies[call][rank] = copy
+                if side == "candidate":
+                    # Held beside what is kept until the block ends: early on every call is
+                    # drawn, so a block's copies count against the same budget as they are made
+                    # (red team: calls x ranks x half a slot went uncounted until the block's end).
+                    copied += sum(t.numel() * t.element_size() for t in copy)
+                    self.check_keep_budget(copied)
 
         names = [f"timed call {first_call + i}" for i in range(calls)]
         phases = self.run_calls(run, other, side, written, within_s=within_s,
