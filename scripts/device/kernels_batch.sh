@@ -106,6 +106,12 @@ PLAN="
 2 eval  all-gather                     solutions/symm_mem/all_gather_push.py
 2 eval  reduce-scatter                 solutions/symm_mem/reduce_scatter_pull.py
 4 eval  all-reduce                     solutions/symm_mem/all_reduce_one_shot.py
+2 eval  all-gather                     solutions/triton/all_gather_triton.py
+2 eval  reduce-scatter                 solutions/triton/reduce_scatter_triton.py
+4 eval  all-gather                     solutions/triton/all_gather_triton.py
+4 eval  reduce-scatter                 solutions/triton/reduce_scatter_triton.py
+2 sweep all-gather                     solutions/triton/all_gather_triton.py
+2 sweep reduce-scatter                 solutions/triton/reduce_scatter_triton.py
 "
 
 # On CPU the kernels cannot run: an exact copy of the reference first gives rows that pass.
