@@ -23,8 +23,9 @@ from .test_progress import job
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def warm(tmp_path: Path):
+@pytest.fixture(scope="module")
+def warm():
+    """One template for the module's tests (its start is torch's import: a few seconds)."""
     env = runner.evaluator_env()
     template = WarmEvaluator(env)
     yield template, env
@@ -79,6 +80,7 @@ def test_a_killed_job_is_reported_killed_and_the_template_goes_on(warm, tmp_path
     assert template.spawn(["problems"], str(tmp_path), env, {}).wait(30) == 0
 
 
+@pytest.mark.long  # a whole evaluation; tests/portal/test_worker_end_to_end.py takes this path in make test
 def test_the_runner_evaluates_through_the_warm_evaluator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PKB_WARM_EVAL", raising=False)
     source = 'from problems import get as _get\n\nsolution = _get("all-reduce").reference\n'
@@ -122,7 +124,11 @@ def test_a_gpu_job_is_forked_only_from_a_template_that_never_loaded_the_cuda_dri
     its imports whether the driver library is mapped in it, and a GPU job from one where it is
     starts a fresh process instead (the runner's fallback)."""
     template, env = warm
-    assert template.start() and template.cuda_clean  # this machine's torch has no CUDA at all
-    template.cuda_clean = False  # as a template whose imports had mapped libcuda would say
-    assert template.spawn(["problems"], str(tmp_path), env, {}, cuda=True) is None
-    assert template.spawn(["problems"], str(tmp_path), env, {}, cuda=False).wait(30) == 0
+    assert template.spawn(["problems"], str(tmp_path), env, {}).wait(30) == 0
+    assert template.cuda_clean  # this machine's torch has no CUDA at all
+    try:
+        template.cuda_clean = False  # as a template whose imports had mapped libcuda would say
+        assert template.spawn(["problems"], str(tmp_path), env, {}, cuda=True) is None
+        assert template.spawn(["problems"], str(tmp_path), env, {}, cuda=False).wait(30) == 0
+    finally:
+        template.cuda_clean = True
