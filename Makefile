@@ -40,14 +40,15 @@ prod: install var/secret_key
 # (evaluator/sandbox/plain.py) and in the re-hash of the candidate's outputs (evaluator/outputs.py).
 # The second pass leaves out what would run the same code again (docs/tests.md says why for each):
 # files that judge values in this process or in an mp.spawn group no sandbox touches, argument
-# parsing, one that runs both modes itself (test_confinement), and judging of values whose
-# verdict no launch path changes. tests/worker, which it used to run too, runs a stand-in for
-# `pkb eval` and never reaches the switch. A new file in tests/evaluator runs both ways. Within the
-# files it runs, tests marked unconfined_in_long count as long with the sandbox off (their verdict
-# comes from inside a rank, or before ranks start): make test-long runs them unconfined.
+# parsing, one that runs both modes itself (test_confinement), judging of values whose verdict no
+# launch path changes, and a subprocess that starts no sandbox (test_exact_startup). tests/worker,
+# which it used to run too, runs a stand-in for `pkb eval` and never reaches the switch. A new file
+# in tests/evaluator runs both ways. Within the files it runs, tests marked unconfined_in_long
+# count as long with the sandbox off (their verdict comes from inside a rank, before ranks start,
+# from the status pipe or from the parent's judge of values): make test-long runs them unconfined.
 CONFINEMENT_BLIND = test_accuracy test_compare test_stats test_cli test_cli_probe \
 	test_paired_timing test_confinement test_exact_judging test_decision_band \
-	test_lossy_candidates test_sweep test_judge_buffers test_liveness
+	test_lossy_candidates test_sweep test_judge_buffers test_liveness test_exact_startup
 
 # Both passes run on TEST_WORKERS pytest-xdist workers (docs/tests.md has the measurements; 0: one
 # process). loadgroup keeps the tests that share an expensive module fixture (marked xdist_group)

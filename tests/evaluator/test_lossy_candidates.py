@@ -4,10 +4,12 @@ on the wire, which the old atol 0.25 let through, fail with both errors against 
 from __future__ import annotations
 
 import re
+import secrets
 from pathlib import Path
 
 import pytest
 
+from evaluator import api
 from evaluator.api import evaluate
 from evaluator.config import EvalConfig, Limits
 
@@ -39,7 +41,10 @@ def fp32_timed_at_two() -> dict:
     return run("fp32_accumulate", timing=True)
 
 
-@pytest.mark.parametrize("world_size", [pytest.param(2, marks=TIMED_AT_TWO), 8])
+# World size 8 is make test-long's (an evaluation of 8 ranks a side, 12 s of the loaded 2-core host):
+# make test keeps the same candidate and judge at 2 ranks (and the exact-judging suite's fp32
+# accumulation at 2 and 4 ranks, tests/evaluator/test_exact_judging.py).
+@pytest.mark.parametrize("world_size", [pytest.param(2, marks=TIMED_AT_TWO), pytest.param(8, marks=pytest.mark.long)])
 def test_an_fp32_accumulation_passes_against_the_exact_sum(world_size, request):
     report = request.getfixturevalue("fp32_timed_at_two") if world_size == 2 else run("fp32_accumulate", world_size)
     assert report["verdict"] == "pass", report["failure"]
@@ -56,9 +61,37 @@ def test_timed_calls_are_rechecked_against_the_exact_sum_too(fp32_timed_at_two):
     assert timed and all(o["judged_against"] == "exact" for t in timed for r in t["ranks"] for o in r["outputs"])
 
 
+class PinnedSalts:
+    """``secrets`` as evaluator.api reads it, but for the per-rank input salts: fixed ones.
+
+    Every other draw (the channel token, seeds when none is given) stays the real module's."""
+
+    def __init__(self) -> None:
+        self.drawn = 0
+
+    def token_hex(self, nbytes: int | None = None) -> str:
+        self.drawn += 1
+        return f"{self.drawn:016x}"
+
+    def __getattr__(self, name: str):
+        return getattr(secrets, name)
+
+
 @pytest.mark.parametrize("name", ["grid_eighth", "fp8_wire"])
-def test_a_lossy_sum_fails_with_its_error_and_the_references(name):
+def test_a_lossy_sum_fails_with_its_error_and_the_references(name, monkeypatch):
+    # The inputs are pinned: the seed is, and the per-rank salts the evaluation would draw at
+    # random are fixed here. With a fresh salt per run, fp8_wire's largest error was a new draw
+    # each time, and about 1 run in 27 it came out at 0.25 or more (an input of |x| >= 4, where
+    # fp8 e4m3 steps by 0.5, or two roundings of 0.125 adding up; the errors are differences of
+    # bf16 and fp8 values, so exactly 0.25 comes up), failing the check below, which holds for
+    # most inputs but not all. On the pinned inputs the error is 0.218: the check is a fact about
+    # them, the same in every run. The verdict never depended on the draw (its rms error was 14 to
+    # 15 times the reference's over 1,000 fresh salts). A change to how inputs are made moves the
+    # pinned error; if it ever lands at 0.25 or above, pin other salts.
+    pinned = PinnedSalts()
+    monkeypatch.setattr(api, "secrets", pinned)
     report = run(name)
+    assert pinned.drawn == 2  # one salt per rank, both pinned: no input was a random draw
     failure = report["failure"]
     assert failure["failure_class"] == "value_mismatch", failure
     message = failure["message"]
@@ -67,9 +100,12 @@ def test_a_lossy_sum_fails_with_its_error_and_the_references(name):
         r"rms ([\d.e+-]+) \(reference ([\d.e+-]+), allowed ([\d.e+-]+)\)", message).groups())
     assert cand > 3 * ref and cand > allowed
     check = outputs(report)[0]
-    assert check["max_abs_err"] < 0.25  # inside the tolerance that used to judge it
+    assert check["max_abs_err"] < 0.25, check  # inside the tolerance that used to judge it
 
 
+# make test-long's (an evaluation at 4 ranks a side): make test keeps the same candidate failing
+# the same way at 2 ranks, with its errors checked (test_a_lossy_sum_fails_..._references[fp8_wire]).
+@pytest.mark.long
 def test_fp8_on_the_wire_no_longer_passes_as_an_all_reduce():
     """Security report: 'fp8 on the wire passes the bf16 all-reduce (max error 0.22 under atol 0.25)'."""
     report = run("fp8_wire", world_size=4)

@@ -10,16 +10,22 @@ import pytest
 
 import evaluator
 
+from .conftest import shared
+
 SCHEMA = json.loads((Path(evaluator.__file__).parent / "report.schema.json").read_text())
 
 
 @pytest.mark.slow
 # Unconfined, make test validates the pass (its report says "sandbox": "off"); the failures' reports
 # have the same shape either way, and make test-long validates them unconfined too.
-@pytest.mark.parametrize("solution", ["correct", *(pytest.param(s, marks=pytest.mark.unconfined_in_long)
-                                                   for s in ("wrong_on_one_rank", "syntax_error", "crash"))])
-def test_reports_validate_against_the_schema(run_eval, solution):
-    report, _ = run_eval(solution, trials=2)
+# Each report is the one test_verdicts.py judges (shared_eval: one evaluation for both tests).
+@pytest.mark.parametrize("solution", [
+    pytest.param("correct", marks=shared("correct")),
+    *(pytest.param(s, marks=[pytest.mark.unconfined_in_long, shared(group)])
+      for s, group in (("wrong_on_one_rank", "wrong-on-one-rank"), ("syntax_error", "syntax-error"),
+                       ("crash", "failures")))])
+def test_reports_validate_against_the_schema(shared_eval, solution):
+    report, _ = shared_eval(solution)
     jsonschema.validate(json.loads(json.dumps(report)), SCHEMA)
 
 

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from .conftest import HUNG_FROM_THE_START
+from .conftest import HUNG_FROM_THE_START, shared
 
 pytestmark = pytest.mark.slow
 # Unconfined, only make test-long runs these: their verdict comes from inside a rank (an exception,
@@ -15,10 +15,20 @@ pytestmark = pytest.mark.slow
 # it. make test runs them unconfined what does hang on the box: a pass timed with sides frozen
 # and thawed, outputs re-hashed, a deadlock and a hang killed with stacks, crashes (docs/tests.md).
 VERDICT_FROM_INSIDE_A_RANK = pytest.mark.unconfined_in_long
+# Unconfined in make test-long only as well: verdicts the parent's judge reaches on values it reads
+# from the shared buffers (a value wrong on one rank, a stale answer to a timed call). What the
+# plain box does on their way (starts the ranks, freezes and thaws them for the timed phase, hands
+# back and re-hashes their outputs) it does the same for right values: make test runs the timed
+# pass and the deleted outputs unconfined.
+VALUE_JUDGED_IN_THE_PARENT = pytest.mark.unconfined_in_long
+# Tests that read the same evaluation share one run of it (shared_eval, tests/evaluator/conftest.py;
+# test_report_schema.py and test_confinement.py read some of them too): the same arguments, once
+# per pytest process instead of once per test.
 
 
-def test_it_passes_a_correct_solution_with_timing(run_eval):
-    report, seconds = run_eval("correct")
+@shared("correct")
+def test_it_passes_a_correct_solution_with_timing(shared_eval):
+    report, seconds = shared_eval("correct")
     assert report["verdict"] == "pass", report["failure"]
     assert report["failure"] is None
     # 5 seeded trials + the timed calls the judge drew (all of them, up to 64, when fewer were made)
@@ -55,8 +65,10 @@ def test_it_passes_a_correct_solution_with_timing(run_eval):
     assert seconds < 60
 
 
-def test_it_names_the_rank_trial_and_error_of_a_wrong_value(run_eval):
-    report, seconds = run_eval("wrong_on_one_rank")
+@VALUE_JUDGED_IN_THE_PARENT
+@shared("wrong-on-one-rank")
+def test_it_names_the_rank_trial_and_error_of_a_wrong_value(shared_eval):
+    report, seconds = shared_eval("wrong_on_one_rank")
     failure = report["failure"]
     assert report["verdict"] == "fail"
     assert failure["failure_class"] == "value_mismatch"
@@ -79,8 +91,9 @@ def test_it_kills_a_deadlock_and_shows_each_ranks_stack(run_eval):
     assert seconds < 3 + 60  # the step limit, plus start-up and kill
 
 
-def test_it_reports_a_crash_not_the_peers_connection_errors(run_eval):
-    report, seconds = run_eval("crash")
+@shared("failures")
+def test_it_reports_a_crash_not_the_peers_connection_errors(shared_eval):
+    report, seconds = shared_eval("crash")
     failure = report["failure"]
     assert failure["failure_class"] == "crash"
     assert failure["rank"] == 1
@@ -89,8 +102,9 @@ def test_it_reports_a_crash_not_the_peers_connection_errors(run_eval):
 
 
 @VERDICT_FROM_INSIDE_A_RANK
-def test_it_rejects_a_wrong_signature_before_running(run_eval):
-    report, seconds = run_eval("wrong_signature")
+@shared("wrong-signature")
+def test_it_rejects_a_wrong_signature_before_running(shared_eval):
+    report, seconds = shared_eval("wrong_signature")
     failure = report["failure"]
     assert failure["failure_class"] == "signature_mismatch"
     assert "missing a required argument: 'tensor'" in failure["message"]
@@ -99,8 +113,9 @@ def test_it_rejects_a_wrong_signature_before_running(run_eval):
 
 
 @VERDICT_FROM_INSIDE_A_RANK
-def test_it_reports_a_syntax_error_without_starting_ranks(run_eval):
-    report, seconds = run_eval("syntax_error")
+@shared("syntax-error")
+def test_it_reports_a_syntax_error_without_starting_ranks(shared_eval):
+    report, seconds = shared_eval("syntax_error")
     failure = report["failure"]
     assert failure["failure_class"] == "syntax_error"
     assert "line 6" in failure["message"]
@@ -111,15 +126,15 @@ def test_it_reports_a_syntax_error_without_starting_ranks(run_eval):
 @VERDICT_FROM_INSIDE_A_RANK
 @pytest.mark.parametrize("solution, failure_class, words", [
     ("mutates_input", "input_mutation", "input `x` was modified"),
-    ("raises", "runtime_error", "rank 1 cannot handle this shape"),
+    pytest.param("raises", "runtime_error", "rank 1 cannot handle this shape", marks=shared("failures")),
     ("wrong_shape", "shape_mismatch", "has shape (2056,), expected (4113,)"),
-    ("wrong_signature", "signature_mismatch", "keywords x, group"),
+    pytest.param("wrong_signature", "signature_mismatch", "keywords x, group", marks=shared("wrong-signature")),
     pytest.param("out_of_memory", "resource_limit", "GiB of host memory per rank)", marks=pytest.mark.confined),
     ("import_error", "import_error", "pkb_module_that_does_not_exist"),
     ("no_solution", "missing_solution", "no top-level `solution`"),
 ])
-def test_it_classifies_other_failures(run_eval, solution, failure_class, words):
-    report, _ = run_eval(solution)
+def test_it_classifies_other_failures(shared_eval, solution, failure_class, words):
+    report, _ = shared_eval(solution)
     assert report["failure"]["failure_class"] == failure_class
     assert words in report["failure"]["message"]
 
@@ -139,9 +154,12 @@ def test_a_rank_memory_limit_fits_the_host():
     assert fit_to_host(2**30, 2) == 2**30  # a smaller limit stays as asked
 
 
-def test_the_evaluator_keeps_working_after_failures(run_eval):
+@shared("failures")
+def test_the_evaluator_keeps_working_after_failures(run_eval, shared_eval):
+    # The two failures are the crash and the exception other tests read (shared_eval): whether
+    # evaluated here or earlier in this process, they ran before the evaluation below.
     for solution in ("crash", "raises"):
-        assert run_eval(solution)[0]["verdict"] == "fail"
+        assert shared_eval(solution)[0]["verdict"] == "fail"
     # Correctness alone: what is asked is that the next evaluation starts and passes, at another
     # world size. Timing four ranks a side showed nothing test_it_passes_a_correct_solution_with_timing
     # does not, and cost 2-6 s of a 14-21 s evaluation on the loaded 2-core host (docs/tests.md).
@@ -151,16 +169,10 @@ def test_the_evaluator_keeps_working_after_failures(run_eval):
 
 
 @VERDICT_FROM_INSIDE_A_RANK
-def test_it_reports_progress_in_order_for_both_sides(tmp_path):
-    from evaluator.api import evaluate
-    from evaluator.config import EvalConfig
-
-    from .conftest import SOLUTIONS, TEST_LIMITS
-
-    seen = []
-    evaluate(EvalConfig(problem="all-reduce", solution_path=SOLUTIONS / "cpu_correct.py", world_size=2,
-                        size="small", trials=2, seed=3, limits=TEST_LIMITS),
-             on_progress=lambda side, event: seen.append((side, event["event"], event["step"])))
+@shared("correct-seed-3")
+def test_it_reports_progress_in_order_for_both_sides(shared_eval):
+    # The evaluation test_confinement.py's confined pass reads too (its config()).
+    seen = shared_eval.progress("correct", trials=2, seed=3)
     # Both sides run at once: the candidate tests, then both are timed; the reference computes its
     # trials (and re-computes the candidate's checked timed calls, one step each) at the end.
     # Each side first says how long its sandbox took, and its ready step where its start-up went.
@@ -181,6 +193,7 @@ def test_it_reports_progress_in_order_for_both_sides(tmp_path):
     assert seen.index(("candidate", "done", None)) < seen.index(("reference", "step", "trial 0"))
 
 
+@VALUE_JUDGED_IN_THE_PARENT
 def test_it_catches_a_solution_that_stops_working_once_timing_starts(run_eval):
     report, _ = run_eval("stale_cache")
     failure = report["failure"]

@@ -1,5 +1,13 @@
 """A real Celery worker on Redis evaluates a submission that asked for a sweep, then sweeps it and
-posts the sweep report to the portal (CPU, gloo, two small sizes)."""
+posts the sweep report to the portal (CPU, gloo, two small sizes).
+
+make test-long's (about a minute and a quarter of make test on the 2-core host, one worker's
+evaluations and sweep in series): make test keeps each part of the path, the worker's (sweep after a
+pass and posted to the sweep endpoint, none after a failure, a command line the real `pkb sweep`
+takes: tests/worker/test_sweep_task.py), the portal's (the job carries the request, a passing
+evaluation keeps the secret for the sweep, a failing one spends it, the posted sweep is stored and
+shown: tests/portal/test_sweeps.py), the sweep itself (tests/evaluator/test_sweep.py) and one
+submission end to end through this worker (tests/portal/test_worker_end_to_end.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +21,7 @@ from portal.submissions.models import Submission
 from .conftest import VALID_SOURCE, wait_for
 from .test_sweeps import SWEPT_SOURCE
 
-pytestmark = [pytest.mark.services, pytest.mark.slow]
+pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.long]
 
 
 @pytest.mark.django_db(transaction=True)
