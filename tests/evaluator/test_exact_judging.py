@@ -21,9 +21,11 @@ SLUGS = summing_problems()
 WORLD_SIZES = (2, 4, 8)
 # Under pytest -n (make test), the tests of one world size share a worker: its gloo launch (up to
 # 30 s at 8 ranks) runs once per worker that needs it.
-# 8 ranks is make test-long's: the same judge on the same problems, in the largest (and costliest)
-# group; its expected exceptions (INDISTINGUISHABLE) are checked there. make test keeps 2 and 4.
-LONG_WORLD_SIZES = (8,)
+# 4 and 8 ranks are make test-long's: the same judge on the same problems, in larger (and
+# costlier: 20 and 30 s) groups; their expected exceptions (INDISTINGUISHABLE) are checked there.
+# make test keeps 2 ranks, where every one of the 54 summing problems runs, and every reference
+# at 4 ranks (tests/problems/test_references.py).
+LONG_WORLD_SIZES = (4, 8)
 WORLDS = [pytest.param(n, marks=[pytest.mark.xdist_group(f"exact-judging-ws{n}")]
                        + ([pytest.mark.long] if n in LONG_WORLD_SIZES else [])) for n in WORLD_SIZES]
 

@@ -31,9 +31,9 @@ def test_their_default_dtype_is_still_float32() -> None:
     assert {dtype_name(problems.get(s).default_dtype) for s in WERE_FLOAT32_ONLY} == {"float32"}
 
 
-# ZeRO-1 and ZeRO-2's steps are make test-long's: the same family of optimizer step as DDP's and
-# FSDP's, which make test keeps with the three others (7 evaluations, about 7 s each).
-SAME_FAMILY_IN_LONG = ("zero1-training-step", "zero2-training-step")
+# ZeRO-1, ZeRO-2 and FSDP's steps are make test-long's: the same family of sharded data-parallel
+# training step as DDP's, which make test keeps with the three others (7 evaluations, about 7 s each).
+SAME_FAMILY_IN_LONG = ("zero1-training-step", "zero2-training-step", "fsdp-training-step")
 
 
 @pytest.mark.slow
