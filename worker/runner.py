@@ -152,7 +152,8 @@ def _warm_spawn(eval_command: list[str], command: list[str], cwd: str, env: dict
         _warm = WarmEvaluator(env, preexec=_die_with(os.getpid()))
     child = _warm.spawn(command[len(eval_command):], cwd, env, {report_fd: report_fd}, cuda=cuda)
     if child is None:
-        log.warning("the warm evaluator is not available: this job starts a fresh pkb eval")
+        log.warning("the warm evaluator is not available (%s): this job starts a fresh pkb eval",
+                    _warm.unavailable)
     return child
 
 

@@ -8,11 +8,13 @@ job the worker sends the command's arguments, working directory, environment and
 (its output pipe and the report pipe), and the template forks a child that becomes that job's
 `pkb eval`: a session of its own (the runner kills the whole group), killed with the template
 (which dies with the worker), the descriptors at the numbers the command names. The template
-must never touch CUDA (a driver initialised before a fork is unusable in the child): it says
-whether the CUDA driver library is mapped in it after its imports (``cuInit`` lives there, so
-unmapped means uninitialised), and a GPU job is forked only from a template where it is not;
-every such child initialises its own GPUs as a fresh process would, after its
-CUDA_VISIBLE_DEVICES is set.
+must never initialise CUDA (a driver initialised before a fork is unusable in the child): after
+its imports it says whether a child may use CUDA (``cuda_fork_safety``), and a GPU job is forked
+only from a template that may; every such child initialises its own GPUs as a fresh process
+would, after its CUDA_VISIBLE_DEVICES is set. A template that merely has the driver library
+mapped qualifies when the driver says it was never initialised (in board batch 5 on 2 x H200,
+2026-11-28, every GPU job fell back to a fresh process, most likely because torch's imports map
+``libcuda.so`` there and mapping alone disqualified the template).
 
 The worker sees a ``WarmChild`` where it would see a ``subprocess.Popen``: ``pid``, ``wait``,
 ``returncode``, ``stdout``. If the template cannot be started or dies, the runner falls back to
@@ -62,7 +64,9 @@ class WarmEvaluator:
         self.process: Optional[subprocess.Popen[bytes]] = None
         self.sock: Optional[socket.socket] = None
         self.lock = threading.Lock()
-        self.cuda_clean = False  # the template never loaded the CUDA driver (GPU jobs may fork)
+        self.cuda_clean = False  # the template never initialised the CUDA driver (GPU jobs may fork)
+        self.cuda_why = ""  # the template's word on it: why its children may or may not use CUDA
+        self.unavailable = ""  # why the last spawn returned None (the worker logs it)
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None and self.sock is not None
@@ -86,6 +90,7 @@ class WarmEvaluator:
             self.close()
             return False
         self.cuda_clean = ready.get("cuda_clean") is True
+        self.cuda_why = str(ready.get("cuda_why", ""))
         return True
 
     def spawn(self, argv: list[str], cwd: str, env: dict[str, str], fds: dict[int, int],
@@ -96,8 +101,10 @@ class WarmEvaluator:
         None: no template, or none that a GPU job may fork from."""
         with self.lock:
             if not self.alive() and not self.start():
+                self.unavailable = "the template did not start"
                 return None
             if cuda and not self.cuda_clean:
+                self.unavailable = f"a GPU job may not fork from this template: {self.cuda_why}"
                 return None
             assert self.sock is not None
             out_r, out_w = os.pipe()
@@ -105,16 +112,18 @@ class WarmEvaluator:
             request = json.dumps({"argv": argv, "cwd": cwd, "env": env, "targets": targets}).encode()
             try:
                 socket.send_fds(self.sock, [request], [out_w, *fds.values()])
-            except OSError:
+            except OSError as exc:
                 os.close(out_r)
                 os.close(out_w)
                 self.close()
+                self.unavailable = f"the template could not be reached: {exc}"
                 return None
             os.close(out_w)
             reply = self._receive(30.0)
             if reply is None or "pid" not in reply:
                 os.close(out_r)
                 self.close()
+                self.unavailable = "the template did not fork the job"
                 return None
             return WarmChild(int(reply["pid"]), os.fdopen(out_r, "rb"), self)
 
@@ -203,17 +212,58 @@ def _child(request: dict[str, Any], fds: list[int], template_pid: int) -> None:
             os._exit(code)
 
 
+CUDA_ERROR_NOT_INITIALIZED = 3  # cuda.h: what every driver call but cuInit answers before cuInit
+
+
 def cuda_driver_loaded() -> bool:
     """Whether this process has the CUDA driver library mapped (then it may have called cuInit)."""
     with open("/proc/self/maps") as maps:
         return any("libcuda.so" in line for line in maps)
 
 
+def _driver_context_status() -> int:
+    """cuCtxGetCurrent's status from the driver library already mapped here (never loads it:
+    RTLD_NOLOAD); -1 if it cannot be asked."""
+    import ctypes
+
+    try:
+        driver = ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+    except OSError:
+        return -1
+    context = ctypes.c_void_p()
+    return int(driver.cuCtxGetCurrent(ctypes.byref(context)))
+
+
+def cuda_fork_safety(torch_initialised: bool, driver_loaded: bool,
+                     context_status: Any = _driver_context_status) -> tuple[bool, str]:
+    """Whether a child forked from this process may use CUDA, and why. Safe when the driver
+    library is not mapped at all, or is mapped but answers CUDA_ERROR_NOT_INITIALIZED (cuInit
+    never ran: mapping a library leaves no driver state to inherit). ``context_status`` is asked
+    only then."""
+    if torch_initialised:
+        return False, "torch initialised CUDA in the template"
+    if not driver_loaded:
+        return True, "the CUDA driver is not loaded in the template"
+    status = context_status()
+    if status == CUDA_ERROR_NOT_INITIALIZED:
+        return True, "the CUDA driver is mapped in the template but was never initialised"
+    if status < 0:
+        return False, "the CUDA driver is mapped in the template and could not be asked whether it is initialised"
+    return False, f"the CUDA driver is initialised in the template (cuCtxGetCurrent answered {status})"
+
+
+def _template_cuda_fork_safety() -> tuple[bool, str]:
+    torch = sys.modules.get("torch")
+    initialised = bool(torch is not None and torch.cuda.is_initialized())
+    return cuda_fork_safety(initialised, cuda_driver_loaded())
+
+
 def serve(sock: socket.socket) -> None:
     import evaluator.api  # noqa: F401 - the imports every job would repeat: torch, the problems
     import evaluator.cli  # noqa: F401
 
-    sock.send(json.dumps({"ready": True, "cuda_clean": not cuda_driver_loaded()}).encode())
+    clean, why = _template_cuda_fork_safety()
+    sock.send(json.dumps({"ready": True, "cuda_clean": clean, "cuda_why": why}).encode())
     while True:
         try:
             request, fds, _, _ = socket.recv_fds(sock, MAX_REQUEST, 8)

@@ -105,14 +105,17 @@ class BlockPhases:
 
 
 def phase_summary(phases: list[BlockPhases]) -> dict[str, float]:
-    """Medians over a side's timed blocks, in ms; ``per_call``: the block's whole time per call."""
+    """Medians over a side's timed blocks, in ms; ``per_call``: the block's whole time per call;
+    ``run_per_call``: its run phase per call (a median of per-block ratios: the median run over
+    the median calls is not bounded by ``per_call`` when blocks differ in length)."""
     def median_ms(values: list[float]) -> float:
         return round(statistics.median(values) * 1e3, 4)
     return {"blocks": len(phases), "calls": statistics.median(p.calls for p in phases),
             "thaw": median_ms([p.thaw for p in phases]), "run": median_ms([p.run for p in phases]),
             "freeze": median_ms([p.freeze for p in phases]), "quiet": median_ms([p.quiet for p in phases]),
             "releasing": median_ms([p.releasing for p in phases]),
-            "per_call": median_ms([p.seconds / p.calls for p in phases])}
+            "per_call": median_ms([p.seconds / p.calls for p in phases]),
+            "run_per_call": median_ms([p.run / p.calls for p in phases])}
 
 
 def hold_budget(device: str, world_size: int) -> int:

@@ -119,7 +119,8 @@ def phases_text(phases: dict[str, Any] | None) -> str:
     if not phases:
         return "-"
     calls = phases["calls"]
-    return (f"{calls:.0f} calls: run {phases['run'] / calls:.4f}/call (judge's release "
+    run_per_call = phases.get("run_per_call", phases["run"] / calls)  # reports before it was recorded
+    return (f"{calls:.0f} calls: run {run_per_call:.4f}/call (judge's release "
             f"{phases.get('releasing', 0) / calls:.4f}), thaw {phases['thaw']:.3f}, "
             f"freeze {phases['freeze']:.3f}, quiet {phases['quiet']:.3f} ms/block")
 

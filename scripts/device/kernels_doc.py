@@ -102,7 +102,8 @@ def sweep_section(slug: str, name: str, ws: int, rep: dict[str, Any]) -> list[st
             continue
 
         def gbps(key: str) -> str:
-            return f"{timing[key]:.1f}" if timing.get(key) is not None else "-"
+            # three significant figures: small messages move a few MB/s, not 0.0 GB/s
+            return f"{timing[key]:.3g}" if timing.get(key) is not None else "-"
 
         lines.append(f"| {label} | {gbps('reference_busbw_gbps')} | {gbps('candidate_busbw_gbps')} | "
                      f"{gbps('roofline_busbw_gbps')} | {timing['speedup']:.3f} "
@@ -162,9 +163,10 @@ def page(evals: dict, sweeps: dict, sources: list[Path]) -> str:
     return "\n".join(out) + "\n"
 
 
-def write_seeds(evals: dict, root: Path) -> list[Path]:
+def write_seeds(evals: dict, sweeps: dict, root: Path) -> list[Path]:
     """Each passing evaluation as a seed of the leaderboard's `human` row (docs/results/<hw>/,
-    portal/submissions/importing.py): the report as it came, and the committed file it ran."""
+    portal/submissions/importing.py): the report as it came, the committed file it ran, and the
+    sweep of the same file (same source hash), which the portal attaches to that evaluation."""
     written = []
     for (slug, name, ws), rep in sorted(evals.items()):
         if rep["verdict"] != "pass" or not rep.get("timing"):
@@ -174,9 +176,12 @@ def write_seeds(evals: dict, root: Path) -> list[Path]:
         folder = root / str(rep.get("hardware_profile") or f"x{ws}")
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{Path(file).parent.name}-{slug}-{name}.json"
-        path.write_text(json.dumps({
-            "model": "human", "provider": LIBRARY_NOTE if library else "PKB team (hand-written)",
-            "source_path": file, "reports": [rep]}, indent=1) + "\n")
+        seed = {"model": "human", "provider": LIBRARY_NOTE if library else "PKB team (hand-written)",
+                "source_path": file, "reports": [rep]}
+        sweep = sweeps.get((slug, name, ws))
+        if sweep is not None and sweep["solution"]["sha256"] == rep["solution"]["sha256"]:
+            seed["sweeps"] = [sweep]
+        path.write_text(json.dumps(seed, indent=1) + "\n")
         written.append(path)
     return written
 
@@ -201,7 +206,7 @@ def main() -> int:
     args.out.write_text(page(evals, sweeps, [path.resolve() for path in args.reports]))
     print(f"wrote {args.out}: {len(evals)} evaluations, {len(sweeps)} sweeps")
     if args.results is not None:
-        for path in write_seeds(evals, args.results):
+        for path in write_seeds(evals, sweeps, args.results):
             print(f"seed: {path}")
     return 0
 

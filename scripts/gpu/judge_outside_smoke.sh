@@ -23,6 +23,8 @@ RUNS=("outside:$WORK/all_reduce_reference_copy.py" "ranks:$WORK/all_reduce_refer
 if [ -n "${SMOKE_RUNS:-}" ]; then
   kept=(); for i in $SMOKE_RUNS; do kept+=("${RUNS[$((i - 1))]}"); done; RUNS=("${kept[@]}")
 fi
+# JUDGE_RELEASE=block: the judge releases a block's inputs at once (--judge-release; default per call).
+RELEASE=(); [ -n "${JUDGE_RELEASE:-}" ] && RELEASE=(--judge-release "$JUDGE_RELEASE")
 # The profile of this host's GPUs, named (the evaluator would pick it too; the log then says so).
 MODEL=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -Eo 'H[0-9]{3}' | tr 'H' 'h')
 HARDWARE=()
@@ -34,7 +36,7 @@ for run in "${RUNS[@]}"; do
   name="$i-$judge-$(basename "$file" .py)"
   began=${EPOCHREALTIME/./}
   timeout -k 10 "$CAP" "$PYTHON" -m evaluator.cli eval --problem all-reduce --solution "$file" --world-size 2 \
-    --device cuda --gpu-judge "$judge" "${HARDWARE[@]}" --json "$WORK/reports/$name.json" > "$WORK/reports/$name.log" 2>&1
+    --device cuda --gpu-judge "$judge" "${RELEASE[@]}" "${HARDWARE[@]}" --json "$WORK/reports/$name.json" > "$WORK/reports/$name.log" 2>&1
   rc=$?
   wall=$(( (${EPOCHREALTIME/./} - began) / 1000000 ))
   tar -C "$WORK" -czf "$OUT/judge_smoke.tgz" reports  # after every run: a cap that cuts the lane keeps what ended

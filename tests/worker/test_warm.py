@@ -16,6 +16,7 @@ import pytest
 
 from contract.job import EvalJob
 from worker import runner
+from worker import warm as warm_module
 from worker.warm import WarmEvaluator
 
 from .test_progress import job
@@ -126,9 +127,39 @@ def test_a_gpu_job_is_forked_only_from_a_template_that_never_loaded_the_cuda_dri
     template, env = warm
     assert template.spawn(["problems"], str(tmp_path), env, {}).wait(30) == 0
     assert template.cuda_clean  # this machine's torch has no CUDA at all
+    assert template.cuda_why == "the CUDA driver is not loaded in the template"
     try:
-        template.cuda_clean = False  # as a template whose imports had mapped libcuda would say
+        template.cuda_clean = False  # as a template whose imports had initialised the driver would say
+        template.cuda_why = "the CUDA driver is initialised in the template (cuCtxGetCurrent answered 0)"
         assert template.spawn(["problems"], str(tmp_path), env, {}, cuda=True) is None
+        assert template.unavailable == ("a GPU job may not fork from this template: the CUDA driver "
+                                        "is initialised in the template (cuCtxGetCurrent answered 0)")
         assert template.spawn(["problems"], str(tmp_path), env, {}, cuda=False).wait(30) == 0
     finally:
         template.cuda_clean = True
+
+
+def test_a_template_with_the_driver_mapped_but_never_initialised_may_fork_gpu_jobs() -> None:
+    """On the H200 hosts torch's imports map libcuda.so without calling cuInit; the driver itself
+    says which (CUDA_ERROR_NOT_INITIALIZED before cuInit). Anything else keeps GPU jobs fresh."""
+    asked = []
+
+    def status(value: int):
+        def ask() -> int:
+            asked.append(value)
+            return value
+        return ask
+
+    assert warm_module.cuda_fork_safety(False, False, status(0)) == (
+        True, "the CUDA driver is not loaded in the template")
+    assert asked == []  # an unmapped driver is never asked (asking would load it)
+    safe, why = warm_module.cuda_fork_safety(False, True, status(warm_module.CUDA_ERROR_NOT_INITIALIZED))
+    assert safe and "never initialised" in why
+    safe, why = warm_module.cuda_fork_safety(False, True, status(0))
+    assert not safe and "answered 0" in why
+    safe, why = warm_module.cuda_fork_safety(False, True, status(-1))
+    assert not safe and "could not be asked" in why
+    safe, why = warm_module.cuda_fork_safety(True, True, status(warm_module.CUDA_ERROR_NOT_INITIALIZED))
+    assert not safe and why == "torch initialised CUDA in the template"
+    # On this machine (no driver at all) the probe loads nothing and says it cannot ask.
+    assert warm_module._driver_context_status() == -1
