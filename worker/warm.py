@@ -25,15 +25,19 @@ from __future__ import annotations
 
 import atexit
 import json
+import logging
 import os
 import signal
 import socket
 import subprocess
 import sys
 import threading
+import time
 from typing import Any, BinaryIO, Optional
 
 from evaluator.sandbox import libc
+
+log = logging.getLogger(__name__)
 
 MAX_REQUEST = 1 << 20  # the command, the working directory and the environment, as JSON
 HIGH_FD = 100  # received descriptors are moved above this and above every number a command names
@@ -85,12 +89,14 @@ class WarmEvaluator:
         finally:
             theirs.close()
         self.sock = ours
+        began = time.monotonic()
         ready = self._receive(timeout_s)
         if ready is None or ready.get("ready") is not True:
             self.close()
             return False
         self.cuda_clean = ready.get("cuda_clean") is True
         self.cuda_why = str(ready.get("cuda_why", ""))
+        log.info("the warm evaluator is ready in %.1f s (%s)", time.monotonic() - began, self.cuda_why)
         return True
 
     def spawn(self, argv: list[str], cwd: str, env: dict[str, str], fds: dict[int, int],
