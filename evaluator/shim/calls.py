@@ -45,7 +45,7 @@ def serve_calls(runner: Any, buffers: SharedBuffers, commands: Any,
                     runner.align()
                 outputs = as_outputs(runner.call(inputs))
                 if not by_block:
-                    synchronize()
+                    synchronize()  # call by call, each call's work (side streams too) ends before its slot is written
                 buffers.write_outputs(outputs, int(call["slot"]), int(call["capacity"]))
                 if index + 1 < len(calls) and not by_block:
                     synchronize()  # on a GPU the slot's copy runs on the rank's stream: the judge reads it next
