@@ -8,6 +8,12 @@ before it has answered, and a block cannot be answered with one batched collecti
 answers the block once, after the last call: the judge's clock runs from before it sends the
 command until the side stands frozen after the answer, so this loop can neither shorten what is
 measured nor change outputs after it (docs/judge.md).
+
+Released by block (``--judge-release block``), every call's inputs are in their own regions
+before the command and the judge reads no slot before the answer: the rank waits for its GPU once,
+after the last call, not after each (a wait per call only holds the next launch behind the GPU).
+Nothing the judge decides rests on these waits: a candidate can delete them from its own process
+(solutions/broken/gpu_answers_before_done.py); the clock stops only once the side's GPUs are quiet.
 """
 
 from __future__ import annotations
@@ -38,11 +44,15 @@ def serve_calls(runner: Any, buffers: SharedBuffers, commands: Any,
                 if call.get("align", True):
                     runner.align()
                 outputs = as_outputs(runner.call(inputs))
-                synchronize()
+                if not by_block:
+                    synchronize()  # call by call, each call's work (side streams too) ends before its slot is written
                 buffers.write_outputs(outputs, int(call["slot"]), int(call["capacity"]))
                 if index + 1 < len(calls) and not by_block:
                     synchronize()  # on a GPU the slot's copy runs on the rank's stream: the judge reads it next
                     ctx.channel.send(CALLED, task=task, block=block, call=index)
+            # Every slot's copies done before the answer (on a GPU they are queued on the rank's
+            # stream, behind the calls' work): the judge reads them once the side stands frozen.
+            synchronize()
             ctx.channel.send(TIMES, task=task, block=block)
         elif command["cmd"] == "finish":
             on_finish(command)
