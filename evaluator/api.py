@@ -490,7 +490,14 @@ class Evaluation:
         rl = roofline(traffic, self.profile, self.dtype) if self.profile is not None else None
         return scoring.score(paired, device=self.config.device, world_size=self.config.world_size,
                              target_half_width=self.timing.target_half_width, roofline=rl,
-                             clocks=clock_check, pinning=self.pinning)
+                             clocks=clock_check, pinning=self.pinning, align=self.gpu_align())
+
+    def gpu_align(self) -> Optional[str]:
+        """How the ranks met before each timed call, where the ranks time themselves (GPUs judged
+        in the ranks); None where the judge's clock times whole blocks."""
+        if self.config.device != "cuda" or self.config.gpu_judge == "outside" or self.timing is None:
+            return None
+        return self.timing.gpu_align
 
     def report(self, failure: Optional[Failure], trials: list[Trial], timing: Optional[Timing],
                candidate: Optional[SideResult], reference: Optional[SideResult]) -> Report:

@@ -42,6 +42,9 @@ def _add_candidate_run(p: Any, problem_help: str, what: str) -> None:
     p.add_argument("--judge-release", choices=("call", "block"), default="call",
                    help="the judge outside: release a block's inputs call by call (default: nothing can be "
                         "batched) or all at once (no round trip per call; docs/judge.md)")
+    p.add_argument("--gpu-align", choices=("host", "device"), default="host",
+                   help="GPUs judged in the ranks: meet before each timed call at a host barrier (default) "
+                        "or also on the GPU, so that every rank's window opens at once (docs/timing.md)")
 
 
 def _add_eval(sub: Any) -> None:
@@ -112,7 +115,7 @@ def _config(args: argparse.Namespace, **extra: Any) -> EvalConfig:
                       hardware_profile=args.hardware,
                       limits=Limits(startup_s=args.startup_timeout, step_s=args.step_timeout),
                       sandbox=not args.no_sandbox, gpu_judge=args.gpu_judge,
-                      judge_release=args.judge_release, deadline_s=args.deadline,
+                      judge_release=args.judge_release, gpu_align=args.gpu_align, deadline_s=args.deadline,
                       **extra)
 
 

@@ -83,6 +83,13 @@ class TimingConfig:
     l2_multiple: float = 3.0  # rotated input copies span at least this many L2 caches
     max_copies: int = 16
     max_copy_bytes: int = 8 * 2**30
+    # GPUs, the in-rank judge: how the ranks meet before each timed call. "host": a barrier on the
+    # harness's gloo group and a synchronize (the ranks leave the barrier tens of microseconds
+    # apart, and a collective's window on the early rank includes waiting for the late one).
+    # "device": the same, then a one-element all-reduce queued on the GPU just before the start
+    # event, so every GPU's window opens when the ranks have met there. Being measured
+    # (docs/timing.md); reports say which ran (timing.align).
+    gpu_align: str = "host"
 
     @classmethod
     def quick(cls) -> "TimingConfig":
@@ -119,6 +126,7 @@ class EvalConfig:
     # batched; a round trip per call); "block" releases them all before the block (no round trip;
     # a candidate may batch the block). docs/judge.md weighs the two; "call" is the default.
     judge_release: str = "call"
+    gpu_align: str = "host"  # TimingConfig.gpu_align for GPU runs judged in the ranks
     # Seconds the whole evaluation may take (a worker's deadline, inside its own kill); each side's
     # limit is cut to fit, so that running long ends in a diagnosis, not a kill from outside.
     deadline_s: Optional[float] = None
@@ -127,7 +135,9 @@ class EvalConfig:
     def resolved_timing(self) -> TimingConfig:
         if self.timing_config is not None:
             return self.timing_config
-        return TimingConfig() if self.device == "cuda" else TimingConfig.quick()
+        if self.device == "cuda":
+            return TimingConfig(gpu_align=self.gpu_align)
+        return TimingConfig.quick()
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)

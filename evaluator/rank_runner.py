@@ -105,6 +105,7 @@ class TaskRunner:
         self.side = side
         self.dtype = DTYPE_NAMES[task["dtype"]]
         self.groups = build_groups(problem, ctx.world_size, ctx.rank)
+        self._meeting_point: Optional[torch.Tensor] = None  # device_meeting_point()
 
     def inputs(self, seed: int) -> dict[str, Any]:
         case = self.problem.case(self.ctx.world_size, self.task["size"], self.dtype,
@@ -113,6 +114,12 @@ class TaskRunner:
 
     def call(self, inputs: dict[str, Any]) -> Any:
         return self.fn(**inputs, **self.groups)
+
+    def device_meeting_point(self) -> torch.Tensor:
+        """The one element the ranks all-reduce on the GPU before a timed call (made once)."""
+        if self._meeting_point is None:
+            self._meeting_point = torch.zeros(1, device=self.ctx.device)
+        return self._meeting_point
 
     def align(self) -> None:
         dist.barrier(group=self.ctx.control_group)
@@ -198,13 +205,18 @@ class TaskRunner:
     def tensor_bytes(self, inputs: dict[str, Any]) -> int:
         return sum(t.numel() * t.element_size() for t in _tensor_inputs(inputs).values())
 
-    def timed_call(self, inputs: dict[str, Any]) -> tuple[float, float, list[torch.Tensor]]:
+    def timed_call(self, inputs: dict[str, Any], device_align: bool = False) -> tuple[float, float, list[torch.Tensor]]:
         """One call, ranks aligned first: (its time in ms, GPU work left after it returned in ms,
         its outputs). The gap is the time from the timed stream's end event to a device-wide
-        synchronize: work the solution left running on a side stream shows up there."""
+        synchronize: work the solution left running on a side stream shows up there.
+        ``device_align`` (TimingConfig.gpu_align "device"): the ranks also meet on the GPU, in a
+        one-element all-reduce queued before the start event, so that the window opens on every
+        GPU once all have arrived, not when this rank left the host barrier."""
         self.align()
         if self.ctx.device.type == "cuda":
             start, end, after_sync = (_CudaEvent(enable_timing=True) for _ in range(3))
+            if device_align:
+                dist.all_reduce(self.device_meeting_point())
             start.record()
             result = self.call(inputs)
             end.record()

@@ -72,6 +72,7 @@ class TimingSession:
         self.count = copy_count(runner.tensor_bytes(first), cfg, runner.ctx.device)
         self.slots = [first] + [runner.inputs(call_seed(seed, n)) for n in range(1, self.count)]
         self.calls = 0
+        self.device_align = cfg.get("gpu_align") == "device" and runner.ctx.device.type == "cuda"
         self.kept: dict[int, tuple[int, list[torch.Tensor]]] = {}  # slot -> (call, cloned outputs)
 
     def block(self, calls: int) -> tuple[list[float], list[float], list[list[Any]]]:
@@ -83,7 +84,7 @@ class TimingSession:
         touched: list[int] = []
         for _ in range(calls):
             n, slot = self.calls, self.calls % self.count
-            elapsed_ms, gap_ms, outputs = self.runner.timed_call(self.slots[slot])
+            elapsed_ms, gap_ms, outputs = self.runner.timed_call(self.slots[slot], device_align=self.device_align)
             times.append(elapsed_ms)
             gaps.append(gap_ms)
             if self.keep_outputs:

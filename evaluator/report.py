@@ -155,6 +155,7 @@ class Timing(TypedDict):
     pinning: Optional[dict[str, list[int]]]  # rank -> CPU cores (both sides alike); None: not pinned
     unaccounted_ms: dict[str, float]  # per call, the parent's wall time the ranks' times leave out
     checks: NotRequired["Checks"]  # 1.4: which timed calls the judge checked, and what that bounds
+    align: NotRequired[Literal["host", "device"]]  # GPU, in-rank judge: how ranks met before each call
 
 
 class Checks(TypedDict):

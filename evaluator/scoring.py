@@ -64,7 +64,7 @@ def reported_time_failure(escaped: int, calls: int, unaccounted: dict[str, float
 
 def score(paired: PairedTiming, *, device: str, world_size: int, target_half_width: float,
           roofline: Optional[Roofline], clocks: Optional[dict[str, Any]],
-          pinning: Optional[dict[str, list[int]]]) -> tuple[Timing, Optional[Failure]]:
+          pinning: Optional[dict[str, list[int]]], align: Optional[str] = None) -> tuple[Timing, Optional[Failure]]:
     cand, escaped = side_timing(paired.candidate, paired.clock)
     ref, _ = side_timing(paired.reference, paired.clock)
     unaccounted = {"candidate": unaccounted_ms(paired.candidate), "reference": unaccounted_ms(paired.reference)}
@@ -86,4 +86,15 @@ def score(paired: PairedTiming, *, device: str, world_size: int, target_half_wid
         stop={"reason": paired.stop_reason, "rounds": len(paired.rounds), "seconds": paired.seconds,  # type: ignore[typeddict-item]
               "half_width": paired.half_width(), "target_half_width": target_half_width},
         clocks=clocks, pinning=pinning, unaccounted_ms=unaccounted)
+    if align is not None:
+        timing["align"] = align  # type: ignore[typeddict-item]
+        timing["method"] = align_method(timing["method"], align)
     return timing, failure
+
+
+def align_method(method: str, align: str) -> str:
+    """The method's words for how the ranks met before each call (TimingConfig.gpu_align)."""
+    if align != "device":
+        return method
+    return (method + "; after the barrier the ranks also meet on the GPU (a one-element all-reduce "
+            "queued before each call's start event), so every rank's window opens at once")

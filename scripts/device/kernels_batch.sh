@@ -20,6 +20,9 @@
 #   GPUS      the GPUs to use, comma-separated (default 0,1,...): GPUS=2,3 runs a second lane of
 #             2-GPU lines beside another on 0,1 (ONLY matches lines as "x2 eval all-reduce FILE").
 #   SIZES     sweep sizes (default "4K 64K 256K 4M 64M"); TRIALS (default 5, as pkb eval).
+#   ALIGN     "device": every run with --gpu-align device (the ranks also meet on the GPU before
+#             each timed call, docs/timing.md); its reports are named ...-align-device.json, so
+#             a call with ALIGN=device beside one without gives both for the same plan lines.
 #   DEVICE=cpu N=2 PYTHON=.venv/bin/python   a CPU dry run of the plumbing (gloo, size small,
 #             one sweep size unless SIZES says otherwise). The GPU kernels fail there by design
 #             (no CUDA): the dry run shows that a failing kernel does not stop the others.
@@ -185,6 +188,8 @@ while read -r ws kind slug file line_sizes; do
     log "   note: no committed profile for this GPU model at x$ws; the roofline uses the evaluator's default"
   fi
   if [ "$MODE" = check ]; then timing=(--no-timing); else timing=(); fi
+  align=(); tag=""
+  if [ -n "${ALIGN:-}" ]; then align=(--gpu-align "$ALIGN"); tag="-align-$ALIGN"; fi
   left=$((BUDGET_S - ($(date +%s) - start)))
   if [ "$kind" = eval ]; then cost=$EVAL_COST; else cost=$((SIZE_COST * ${#sizes[@]})); fi
   if [ "$left" -lt "$cost" ]; then skipped+=("$line"); first_skipped=${first_skipped:-$index}; log "== skip ($line): ${left} s left, needs ~${cost} s"; continue; fi
@@ -193,16 +198,16 @@ while read -r ws kind slug file line_sizes; do
     cap=$(( left < EVAL_CAP ? left : EVAL_CAP ))
     log "== $(date -u +%T) $line (cap ${cap} s)"
     timeout -k 10 "$cap" "$PYTHON" -m evaluator.cli eval --problem "$slug" --solution "$file" --world-size "$ws" "${hw[@]}" \
-      --device "$DEVICE" --size "$EVAL_SIZE" --trials "$TRIALS" --deadline $((cap - 15)) "${timing[@]}" \
-      --json "$REPORTS/eval-$slug-$name-x$ws.json" < /dev/null 2>&1 | tail -25 | tee -a "$LOG"
+      --device "$DEVICE" --size "$EVAL_SIZE" --trials "$TRIALS" --deadline $((cap - 15)) "${timing[@]}" "${align[@]}" \
+      --json "$REPORTS/eval-$slug-$name-x$ws$tag.json" < /dev/null 2>&1 | tail -25 | tee -a "$LOG"
     rc=${PIPESTATUS[0]}
   else
     cap=$(( left < cost * 3 / 2 ? left : cost * 3 / 2 ))
     log "== $(date -u +%T) $line, sizes ${sizes[*]} (deadline ${cap} s)"
     # The evaluator keeps to its deadline; the timeout is only a backstop against a hung parent.
     timeout -k 10 $((cap + 45)) "$PYTHON" -m evaluator.cli sweep --problem "$slug" --solution "$file" \
-      --world-size "$ws" "${hw[@]}" --device "$DEVICE" --trials "$TRIALS" --deadline "$cap" --sizes "${sizes[@]}" \
-      --out "$REPORTS/sweep-$slug-$name-x$ws.json" < /dev/null 2>&1 | tail -30 | tee -a "$LOG"
+      --world-size "$ws" "${hw[@]}" --device "$DEVICE" --trials "$TRIALS" --deadline "$cap" --sizes "${sizes[@]}" "${align[@]}" \
+      --out "$REPORTS/sweep-$slug-$name-x$ws$tag.json" < /dev/null 2>&1 | tail -30 | tee -a "$LOG"
     rc=${PIPESTATUS[0]}
   fi
   if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then

@@ -171,6 +171,8 @@ def write_seeds(evals: dict, sweeps: dict, root: Path) -> list[Path]:
     for (slug, name, ws), rep in sorted(evals.items()):
         if rep["verdict"] != "pass" or not rep.get("timing"):
             continue
+        if rep["timing"].get("align", "host") != "host":
+            continue  # the board ranks the default method only; other alignments are measurements
         file = solution_file(name)
         library = file.startswith("solutions/library/")
         folder = root / str(rep.get("hardware_profile") or f"x{ws}")

@@ -16,10 +16,13 @@ from typing import Any, Optional
 
 
 def kernel_name(path: Path, slug: str) -> str:
-    """eval-all-reduce-all_reduce_two_shot-x2.json -> all_reduce_two_shot."""
+    """eval-all-reduce-all_reduce_two_shot-x2.json -> all_reduce_two_shot; a run with
+    ALIGN=device (eval-...-x2-align-device.json) -> all_reduce_two_shot_align_device."""
     stem = path.stem.split("-", 1)[1]            # drop eval / sweep
     stem = stem[len(slug) + 1:] if stem.startswith(slug + "-") else stem
-    return stem.rsplit("-x", 1)[0]
+    stem, _, align = stem.partition("-align-")
+    name = stem.rsplit("-x", 1)[0]
+    return f"{name}_align_{align}" if align else name
 
 
 def interval_text(low: Optional[float], high: Optional[float]) -> str:
