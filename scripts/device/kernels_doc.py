@@ -112,6 +112,57 @@ def sweep_section(slug: str, name: str, ws: int, rep: dict[str, Any]) -> list[st
     return lines + [""]
 
 
+# Issue 23's targets: (what, problems, measure, bound). A row per world size with reports, from
+# the best hand-written kernel (library rows are baselines, not entries).
+TARGETS = [
+    ("all-reduce at the default size: roofline fraction", ("all-reduce",), "roofline", 0.80),
+    ("all-gather at the default size: roofline fraction", ("all-gather",), "roofline", 0.85),
+    ("reduce-scatter at the default size: roofline fraction", ("reduce-scatter",), "roofline", 0.85),
+    ("all-reduce at 256 KiB and below: the least speedup over the sizes swept", ("all-reduce",), "small", 2.0),
+    ("tensor-parallel all-gather + GEMM, overlapped, at the default size: speedup",
+     ("tp-allgather-gemm", "tp-fused-allgather-matmul"), "speedup", 1.1),
+    ("tensor-parallel GEMM + reduce-scatter, overlapped, at the default size: speedup",
+     ("tp-gemm-reducescatter", "tp-fused-matmul-reducescatter"), "speedup", 1.1),
+]
+
+
+def _measure(kind: str, rep: dict[str, Any]) -> float | None:
+    if kind == "small":
+        speedups = [p["timing"]["speedup"] for p in rep.get("points", [])
+                    if p.get("timing") and p["message_bytes"] <= 256 * 1024 and p["verdict"] == "pass"]
+        return min(speedups) if speedups else None
+    timing = rep.get("timing") if rep.get("verdict") == "pass" else None
+    if not timing:
+        return None
+    return timing["candidate"].get("roofline_fraction") if kind == "roofline" else timing["speedup"]
+
+
+def targets_section(evals: dict, sweeps: dict) -> list[str]:
+    """Each target of issue 23 against the best hand-written kernel measured for it."""
+    lines = ["## Against the targets", "",
+             "The best hand-written kernel per target and world size (library rows are baselines); "
+             "a target is met only by a measured report.", "",
+             "| target | ranks | best kernel | measured | met |", "|---|---|---|---|---|"]
+    for what, slugs, kind, bound in TARGETS:
+        found = sweeps if kind == "small" else evals
+        for ws in sorted({key[2] for key in found}):
+            best: tuple[float, str] | None = None
+            for (slug, name, size), rep in found.items():
+                if size != ws or slug not in slugs or solution_file(name).startswith("solutions/library/"):
+                    continue
+                value = _measure(kind, rep)
+                if value is not None and (best is None or value > best[0]):
+                    best = (value, f"{name} ({slug})" if len(slugs) > 1 else name)
+            if best is None:
+                lines.append(f"| {what} (target {bound:g}) | {ws} | - | not measured | - |")
+                continue
+            shown = fmt_pct(best[0]) if kind == "roofline" else f"{best[0]:.3f}x"
+            target = fmt_pct(bound) if kind == "roofline" else f"{bound:g}x"
+            lines.append(f"| {what} (target {target}) | {ws} | {best[1]} | {shown} | "
+                         f"{'yes' if best[0] >= bound else 'no'} |")
+    return lines + [""]
+
+
 def planned() -> list[tuple[int, str, str, str]]:
     """(world size, kind, problem, file) of every line of kernels_batch.sh's plan."""
     text = (ROOT / "scripts" / "device" / "kernels_batch.sh").read_text()
@@ -154,6 +205,7 @@ def page(evals: dict, sweeps: dict, sources: list[Path]) -> str:
         out += sweep_section(slug, name, ws, rep)
     if not sweeps:
         out += ["None yet.", ""]
+    out += targets_section(evals, sweeps)
     out += not_measured(evals, sweeps)
     out += ["## Where the numbers come from", "",
             "The reports are committed: " + ", ".join(f"`{source.relative_to(ROOT) if source.is_absolute() and ROOT in source.parents else source}`" for source in sources)
