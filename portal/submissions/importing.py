@@ -142,6 +142,7 @@ def import_report(path: Path, index: int, report: dict[str, Any], meta: dict[str
         attempt=next_attempt(model, version, hardware), source=text,
         source_sha256=reports.text(report, "solution", "sha256"),
         origin="import", import_path=label, status=Status.FINISHED,
+        credited_to=provider[:100] if model.kind == "human" else "",
         created_at=parse_datetime(reports.text(report, "started_at")) or finished,
         started_at=parse_datetime(reports.text(report, "started_at")), finished_at=finished)
     apply_report(sub, report)

@@ -77,6 +77,9 @@ class Submission(models.Model):
     source_sha256 = models.CharField(max_length=64)
     origin = models.CharField(max_length=20, choices=ORIGINS, default="upload")
     import_path = models.CharField(max_length=500, blank=True)
+    credited_to = models.CharField(max_length=100, blank=True, help_text=(
+        "an imported human kernel: who it is credited to (its committed seed's provider: the PKB "
+        "team, or library code as a baseline row); blank: Submission.credit decides"))
 
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
     status_reason = models.TextField(blank=True)
@@ -158,10 +161,14 @@ class Submission(models.Model):
 
     @property
     def credit(self) -> str:
-        """Who a result is credited to: the person who uploaded a ``human`` kernel (the shared
-        ``human`` model's provider names only whoever first imported one), else the provider."""
+        """Who a result is credited to: the person who uploaded a ``human`` kernel, or the provider
+        its committed seed names (the shared ``human`` model's provider names only whoever first
+        imported one: a library baseline and the team's own kernels are rows of their own), else
+        the model's provider."""
         if self.model.kind == "human" and self.origin in ("upload", "api"):
             return self.user.username
+        if self.model.kind == "human" and self.credited_to:
+            return self.credited_to
         return self.model.provider
 
     def visible_source_to(self, user) -> bool:  # type: ignore[no-untyped-def]

@@ -122,3 +122,25 @@ def test_a_committed_report_that_breaks_the_schema_is_not_imported(all_reduce: A
     result = import_results(tmp_path, tmp_path)
     assert result.imported == [] and not Submission.objects.exists()
     assert "report.schema.json at verdict" in result.errors[0]
+
+
+def test_imported_human_kernels_are_credited_to_their_own_seed_so_a_library_baseline_is_a_row_of_its_own(
+        all_reduce: Any, tmp_path: Path) -> None:
+    """Both committed 2 x H200 all-reduce seeds are `human`: the team's two-shot kernel and PyTorch's
+    symmetric-memory all-reduce (library code, a baseline). The shared model's provider is whoever
+    was imported first, so each submission carries its seed's provider, and the problem's board
+    ranks them apart under their own names."""
+    from portal.leaderboards.services import problem_board
+
+    seeds = Path(__file__).resolve().parents[2] / "docs" / "results" / "h200-x2-nvlink"
+    for name in ("library-all-reduce-all_reduce_torch_symm_mem.json", "symm_mem-all-reduce-all_reduce_two_shot.json"):
+        (tmp_path / name).write_text((seeds / name).read_text())
+    result = import_results(tmp_path, tmp_path)
+    assert len(result.imported) == 3 and not result.errors  # two reports and the two-shot's sweep
+    subs = Submission.objects.order_by("import_path")
+    assert [(s.model.name, s.credit) for s in subs] == [
+        ("human", "library code (PyTorch), a baseline row"), ("human", "PKB team (hand-written)")]
+    version = subs[0].problem_version
+    board = problem_board(version, subs[0].hardware)
+    credits = sorted(row["credit"] for row in board.table.rows if row["model"] == "human")
+    assert credits == ["PKB team (hand-written)", "library code (PyTorch), a baseline row"]
