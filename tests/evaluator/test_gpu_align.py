@@ -86,7 +86,7 @@ def test_a_rank_meets_its_peers_on_the_gpu_before_the_start_event(monkeypatch: p
     met: list[torch.Tensor] = []
     monkeypatch.setattr(rank_runner, "_CudaEvent", recorder.event)
     monkeypatch.setattr(rank_runner, "_cuda_synchronize", lambda device: None)
-    monkeypatch.setattr(rank_runner.dist, "all_reduce",
+    monkeypatch.setattr(rank_runner, "_all_reduce",
                         lambda tensor, *a, **k: met.append(tensor) or recorder.steps.append("meet on the GPU"))
     runner = _runner(recorder)
     elapsed, gap, outputs = runner.timed_call({}, device_align=device_align)
