@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from evaluator.sandbox import libc
 from portal.lib.stack import ProcessSpec
 
 from ..conftest import wait_for
@@ -92,6 +93,15 @@ REDIS_PERSISTENCE = ["--appendonly", "yes", "--appendfsync", "always"]
 REDIS_VOLATILE = ["--appendonly", "no", "--save", ""]
 
 
+def _die_with_this_process(pid: int) -> Callable[[], None]:
+    """For a child's preexec_fn: SIGKILL when the process that started it dies."""
+    def arm() -> None:
+        libc.prctl(libc.PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != pid:  # it died before the signal was armed
+            os._exit(1)
+    return arm
+
+
 class PrivateRedis:
     def __init__(self, directory: Path, port: int = REDIS_PORT, persistent: bool = True) -> None:
         self.directory, self.port = directory, port
@@ -103,11 +113,16 @@ class PrivateRedis:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
-        assert not port_open(self.port), f"port {self.port} is taken"
+        assert not port_open(self.port), (
+            f"port {self.port} is taken: if it is a private Redis left by a killed test run, "
+            f"`redis-cli -p {self.port} shutdown nosave` frees it")
+        # Dies with the test process: a killed `make test-long` left one holding the port, and
+        # the next run's fault tests failed on it (2026-11-28, twice).
         self.proc = subprocess.Popen(
             [shutil.which("redis-server") or "redis-server", "--port", str(self.port), "--bind",
              "127.0.0.1", "--dir", str(self.directory), *self.args,
-             "--logfile", str(self.directory / "redis.log")], start_new_session=True)
+             "--logfile", str(self.directory / "redis.log")], start_new_session=True,
+            preexec_fn=_die_with_this_process(os.getpid()))
         wait_until(self.ping, 10, "private redis answering")
 
     def crash(self) -> None:

@@ -24,8 +24,8 @@ from portal.submissions.models import AIModel, Submission
 
 from ..conftest import VALID_SOURCE
 from .conftest import queue_job, start_worker
-from .services import (REPO, WEB_PORTS, PrivatePostgres, PrivateRedis, Proc, http, production_env,
-                       running, wait_until)
+from .services import (REPO, WEB_PORTS, PrivatePostgres, PrivateRedis, Proc, http, port_open,
+                       production_env, running, wait_until)
 
 pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -192,3 +192,26 @@ def test_a_dispatch_lost_between_commit_and_send_is_sent_again(
     sub.refresh_from_db()
     assert sub.task_id and not sub.token_matches(old_token)
     assert private_redis.queued(cpu_hardware.queue) == 1
+
+
+def test_a_private_redis_dies_with_the_test_process_that_started_it(tmp_path: Path) -> None:
+    """A killed test run must not leave its private Redis holding the port for the next run
+    (2026-11-28: a killed `make test-long` did, and the next `make test` failed on it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = (f"import os, sys, time; sys.path[:0] = [{str(REPO)!r}]\n"
+              "import django; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'portal.settings.test'); django.setup()\n"
+              "from pathlib import Path\n"
+              "from tests.portal.faults.services import PrivateRedis\n"
+              f"PrivateRedis(Path({str(tmp_path)!r}), port={port}, persistent=False).start()\n"
+              "print('up', flush=True); time.sleep(600)\n")
+    runner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, cwd=REPO)
+    try:
+        assert runner.stdout is not None and runner.stdout.readline().strip() == b"up"
+        assert port_open(port)
+        runner.kill()
+        runner.wait(timeout=10)
+        wait_until(lambda: not port_open(port), 10, "the orphaned private redis gone")
+    finally:
+        runner.kill()
