@@ -55,13 +55,7 @@ def _die_with(parent_pid: int) -> Callable[[], None]:
     """For the evaluator's process: SIGKILL when the worker process dies (a SIGKILLed worker
     cannot kill the session it started). The sandbox's ranks already die with the evaluator,
     so nothing of the run outlives the worker; its job is redelivered and run afresh."""
-
-    def arm() -> None:
-        libc.prctl(libc.PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != parent_pid:  # the worker died before the signal was armed
-            os._exit(1)
-
-    return arm
+    return libc.dies_with(parent_pid)
 
 
 def evaluator_env() -> dict[str, str]:

@@ -177,9 +177,7 @@ class WarmEvaluator:
 def _child(request: dict[str, Any], fds: list[int], template_pid: int) -> None:
     """In the forked child: become the job's `pkb eval`, then exit with its status."""
     os.setsid()  # the runner kills the job's whole process group
-    libc.prctl(libc.PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != template_pid:  # the template died before the signal was armed
-        os._exit(1)
+    libc.dies_with(template_pid)()  # killed with the template, or gone now if it already died
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
         signal.signal(sig, signal.SIG_DFL)
     base = max(HIGH_FD, *request["targets"]) + 1

@@ -8,6 +8,8 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
+import signal
+from typing import Callable
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -91,6 +93,19 @@ def make_tree_read_only(path: str) -> None:
 def prctl(option: int, value: int) -> None:
     _check(_libc.prctl(ctypes.c_int(option), ctypes.c_ulong(value), ctypes.c_ulong(0), ctypes.c_ulong(0),
                        ctypes.c_ulong(0)), f"prctl {option}")
+
+
+def dies_with(parent_pid: int) -> Callable[[], None]:
+    """A ``preexec_fn``: the child is sent SIGKILL when process ``parent_pid`` (its parent) dies,
+    and exits at once if that happened before the signal was armed. For children started in a
+    session of their own, which their parent's death would otherwise leave running."""
+
+    def arm() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent_pid:
+            os._exit(1)
+
+    return arm
 
 
 def sethostname(name: str) -> None:

@@ -93,15 +93,6 @@ REDIS_PERSISTENCE = ["--appendonly", "yes", "--appendfsync", "always"]
 REDIS_VOLATILE = ["--appendonly", "no", "--save", ""]
 
 
-def _die_with_this_process(pid: int) -> Callable[[], None]:
-    """For a child's preexec_fn: SIGKILL when the process that started it dies."""
-    def arm() -> None:
-        libc.prctl(libc.PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != pid:  # it died before the signal was armed
-            os._exit(1)
-    return arm
-
-
 class PrivateRedis:
     def __init__(self, directory: Path, port: int = REDIS_PORT, persistent: bool = True) -> None:
         self.directory, self.port = directory, port
@@ -122,7 +113,7 @@ class PrivateRedis:
             [shutil.which("redis-server") or "redis-server", "--port", str(self.port), "--bind",
              "127.0.0.1", "--dir", str(self.directory), *self.args,
              "--logfile", str(self.directory / "redis.log")], start_new_session=True,
-            preexec_fn=_die_with_this_process(os.getpid()))
+            preexec_fn=libc.dies_with(os.getpid()))
         wait_until(self.ping, 10, "private redis answering")
 
     def crash(self) -> None:
