@@ -51,13 +51,6 @@ def _kill_session(proc: subprocess.Popen[bytes], grace_s: float = 3.0) -> None:
             continue
 
 
-def _die_with(parent_pid: int) -> Callable[[], None]:
-    """For the evaluator's process: SIGKILL when the worker process dies (a SIGKILLed worker
-    cannot kill the session it started). The sandbox's ranks already die with the evaluator,
-    so nothing of the run outlives the worker; its job is redelivered and run afresh."""
-    return libc.dies_with(parent_pid)
-
-
 def evaluator_env() -> dict[str, str]:
     """The evaluator's environment: the worker's, with multicast off and the worker's own code
     root first on PYTHONPATH (the evaluator runs in a temporary directory, and a GPU host has
@@ -100,9 +93,11 @@ def run(job: EvalJob, eval_command: list[str], timeout_s: float,
         try:
             build = job.sweep_command if sweep else job.command
             command = build(eval_command, solution, report_w, timeout_s, extra)
+            # Killed with this worker (a SIGKILLed worker cannot kill the session it started); the
+            # sandbox's ranks die with the evaluator, and the job is redelivered and run afresh.
             proc = _warm_spawn(eval_command, command, tmp, env, report_w, job.device == "cuda") or subprocess.Popen(
                 command, cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                start_new_session=True, pass_fds=(report_w,), preexec_fn=_die_with(os.getpid()))
+                start_new_session=True, pass_fds=(report_w,), preexec_fn=libc.dies_with(os.getpid()))
         finally:
             os.close(report_w)
         lines: list[str] = []
@@ -143,7 +138,7 @@ def _warm_spawn(eval_command: list[str], command: list[str], cwd: str, env: dict
     if os.environ.get("PKB_WARM_EVAL", "1") == "0" or eval_command != default_eval_command():
         return None
     if _warm is None:
-        _warm = WarmEvaluator(env, preexec=_die_with(os.getpid()))
+        _warm = WarmEvaluator(env, preexec=libc.dies_with(os.getpid()))
     child = _warm.spawn(command[len(eval_command):], cwd, env, {report_fd: report_fd}, cuda=cuda)
     if child is None:
         log.warning("the warm evaluator is not available (%s): this job starts a fresh pkb eval",

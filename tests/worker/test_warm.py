@@ -102,9 +102,10 @@ def test_the_template_dies_with_the_worker(tmp_path: Path) -> None:
     script = tmp_path / "a_worker.py"
     script.write_text(
         "import os, sys, time\n"
+        "from evaluator.sandbox import libc\n"
         "from worker import runner\n"
         "from worker.warm import WarmEvaluator\n"
-        "w = WarmEvaluator(runner.evaluator_env(), preexec=runner._die_with(os.getpid()))\n"
+        "w = WarmEvaluator(runner.evaluator_env(), preexec=libc.dies_with(os.getpid()))\n"
         "assert w.start()\n"
         "print(w.process.pid, flush=True)\n"
         "time.sleep(600)\n")
