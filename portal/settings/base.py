@@ -72,6 +72,16 @@ DATABASES = {
         envstr("DATABASE_URL", f"sqlite:///{VAR_DIR / 'pkb.sqlite3'}"), conn_max_age=60,
     ),
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The embedded default has several writers at once (gunicorn's threads, the local worker's
+    # callbacks, a bulk import): SQLite's default of failing a write at once when another holds
+    # the lock turned a run import into a 503 on a GPU host. Writers wait up to 20 s instead,
+    # take the write lock when their transaction starts (so two readers never deadlock upgrading
+    # to writers), and readers do not block the writer (WAL).
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 20, "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

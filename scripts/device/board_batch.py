@@ -65,9 +65,15 @@ class Portal:
         with tarfile.open(fileobj=buf, mode="w:gz") as tar:
             for name in names:
                 tar.add(str(directory / name), arcname=f"{directory.name}/{name}", recursive=False)
-        r = self.session.post(f"{self.url}/api/v1/runs/pkb-import/" + ("?dry_run=1" if dry else ""),
-                              data={"hardware": hardware, "directory": directory.name},
-                              files={"archive": ("d.tar.gz", buf.getvalue())}, timeout=120)
+        for attempt in range(6):
+            r = self.session.post(f"{self.url}/api/v1/runs/pkb-import/" + ("?dry_run=1" if dry else ""),
+                                  data={"hardware": hardware, "directory": directory.name},
+                                  files={"archive": ("d.tar.gz", buf.getvalue())}, timeout=120)
+            # 503 means nothing was stored and asks for a retry (a busy database): the batch
+            # waits rather than ending with the GPUs idle.
+            if r.status_code != 503:
+                break
+            time.sleep(10)
         if r.status_code not in (200, 201):
             raise RuntimeError(f"import of {directory.name} ({len(names)} files): HTTP {r.status_code}: {r.text[:500]}")
         return r.json()
