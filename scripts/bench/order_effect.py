@@ -7,6 +7,12 @@ over pairs).
     .venv/bin/python scripts/bench/order_effect.py REPORT.json [MORE.json | reports.tgz ...]
 
 An evaluation report gives one row; a sweep report one row per size. Reads files only.
+
+    .venv/bin/python scripts/bench/order_effect.py --repeat FIRST.jsonl SECOND.jsonl
+
+compares two board batches over the same files (scripts/device/board_batch.py's results): per file
+timed in both, each estimator's two readings and their max/min, so whether the crossover estimator
+would make two runs agree better.
 """
 
 from __future__ import annotations
@@ -56,6 +62,45 @@ def reports(paths: list[Path]) -> Iterator[tuple[str, dict[str, Any]]]:
             yield path.name, json.loads(path.read_text())
 
 
+def board_timings(path: Path) -> dict[str, dict[str, Any]]:
+    """A board results file's timed reports by file key (a later line for a key replaces an earlier one)."""
+    found: dict[str, dict[str, Any]] = {}
+    for line in path.read_text().splitlines():
+        result = json.loads(line)
+        timing = (((result.get("submission") or {}).get("report") or {}).get("timing") or {})
+        if timing.get("rounds") and timing.get("speedup"):
+            found[result["key"]] = timing
+    return found
+
+
+def repeat_rows(first: dict[str, dict[str, Any]], second: dict[str, dict[str, Any]]) -> list[tuple[str, float, float, float, float]]:
+    """Per file timed in both: (key, reported first, reported second, over pairs first, second)."""
+    rows = []
+    for key in sorted(set(first) & set(second)):
+        pairs = [paired_speedup([r["ratio"] for r in timing["rounds"]]) for timing in (first[key], second[key])]
+        if None not in pairs:
+            rows.append((key, first[key]["speedup"], second[key]["speedup"], pairs[0], pairs[1]))
+    return rows
+
+
+def spread(a: float, b: float) -> float:
+    return max(a, b) / min(a, b)
+
+
+def print_repeat(first: Path, second: Path) -> None:
+    rows = repeat_rows(board_timings(first), board_timings(second))
+    print("| file | reported | max/min | over pairs | max/min |")
+    print("|---|---|---|---|---|")
+    for key, r1, r2, p1, p2 in rows:
+        print(f"| {key} | {r1:.3f}, {r2:.3f} | {spread(r1, r2):.3f} | {p1:.3f}, {p2:.3f} | {spread(p1, p2):.3f} |")
+    if rows:
+        for name, columns in (("reported", (1, 2)), ("over pairs", (3, 4))):
+            spreads = [spread(row[columns[0]], row[columns[1]]) for row in rows]  # type: ignore[index]
+            print(f"\n{name}: max/min over {len(rows)} files, median {statistics.median(spreads):.3f}, "
+                  f"largest {max(spreads):.3f}", end="")
+        print()
+
+
 def row(label: str, timing: dict[str, Any]) -> str:
     ratios = [r["ratio"] for r in timing["rounds"]]
     even, odd = parity_medians(ratios)
@@ -70,7 +115,14 @@ def row(label: str, timing: dict[str, Any]) -> str:
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("reports", nargs="+", type=Path)
+    parser.add_argument("--repeat", action="store_true",
+                        help="the two paths are board results files of the same files (see above)")
     args = parser.parse_args(argv)
+    if args.repeat:
+        if len(args.reports) != 2:
+            parser.error("--repeat takes exactly two board results files")
+        print_repeat(*args.reports)
+        return 0
     print("| report | rounds | even (candidate first) | odd | reported | over pairs |")
     print("|---|---|---|---|---|---|")
     for name, report in reports(args.reports):
