@@ -42,3 +42,17 @@ def test_a_report_run_with_device_alignment_is_named_apart_and_never_seeded(tmp_
         "all_reduce_two_shot_align_device"
     report = {"verdict": "pass", "timing": {"align": "device"}, "solution": {"sha256": "s"}, "hardware_profile": "h"}
     assert kernels_doc.write_seeds({("all-reduce", "all_reduce_two_shot_align_device", 2): report}, {}, tmp_path) == []
+
+
+def test_the_fixed_cost_of_the_smallest_size_is_taken_off_large_messages_only() -> None:
+    def point(size: int, candidate_ms: float, reference_ms: float, roofline_ms: float) -> dict:
+        return {"message_bytes": size, "verdict": "pass",
+                "timing": {"candidate_ms": candidate_ms, "reference_ms": reference_ms, "roofline_ms": roofline_ms}}
+
+    sweeps = {("all-reduce", "all_reduce_two_shot", 2): {"points": [
+        point(4096, 0.1, 0.2, 0.00001), point(4 << 20, 0.15, 0.25, 0.01), point(64 << 20, 0.5, 0.6, 0.32)]}}
+    found = [line for line in kernels_doc.fixed_cost_section(sweeps) if line.startswith("| all-reduce")]
+    # 0.32 / 0.5 = 64% measured; 0.32 / (0.5 - 0.1) = 80% with the fixed cost off; NCCL 53%, 80%.
+    assert found == ["| all-reduce: all_reduce_two_shot | 2 | 64 MiB | 0.100 | 0.500 | 64% | 80% | 0.200 | 0.600 | 53% | 80% |"]
+    no_small_size = {("all-reduce", "x", 2): {"points": [point(64 << 20, 0.5, 0.6, 0.32), point(256 << 20, 1.5, 1.6, 1.2)]}}
+    assert kernels_doc.fixed_cost_section(no_small_size) == []

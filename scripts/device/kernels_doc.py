@@ -163,6 +163,39 @@ def targets_section(evals: dict, sweeps: dict) -> list[str]:
     return lines + [""]
 
 
+def fixed_cost_section(sweeps: dict) -> list[str]:
+    """Per sweep: how much of the large messages' roofline gap is the fixed cost of a call."""
+    rows = []
+    for (slug, name, ws), rep in sorted(sweeps.items()):
+        timed = sorted((p["message_bytes"], p["timing"]) for p in rep.get("points", [])
+                       if p.get("timing") and p["verdict"] == "pass")
+        if len(timed) < 2 or timed[0][0] > 64 * 1024:
+            continue
+        smallest = timed[0][1]
+        for size, timing in timed[1:]:
+            if size < 64 * 2**20:
+                continue
+            cells = []
+            for side in ("candidate", "reference"):
+                whole, fixed = timing[f"{side}_ms"], smallest[f"{side}_ms"]
+                cells += [f"{fixed:.3f}", f"{whole:.3f}", fmt_pct(timing["roofline_ms"] / whole),
+                          fmt_pct(timing["roofline_ms"] / (whole - fixed)) if whole > fixed else "-"]
+            rows.append(f"| {slug}: {name} | {ws} | {size / 2**20:g} MiB | " + " | ".join(cells) + " |")
+    if not rows:
+        return []
+    return ["## What the fixed cost of a call takes at large messages", "",
+            "A judged call has a fixed cost whatever its size: the launch, the ranks' meeting before it and "
+            "the wait after it (docs/sweeps.md). The smallest size swept shows it (its transfer is a few "
+            "microseconds); subtracting it from a large message's time says how close the transfer itself "
+            "comes to the roofline. That is an upper estimate for reading the gap, never a score: part of a "
+            "small call's time (a protocol's own latency, NCCL's most of all) overlaps the transfer in a large "
+            "one, and the reports' roofline fractions above are the measured ones.", "",
+            "| sweep | ranks | message | kernel at the smallest size, ms | kernel, ms | kernel / roofline | "
+            "kernel / roofline, fixed cost taken off | NCCL at the smallest size, ms | NCCL, ms | NCCL / roofline | "
+            "NCCL / roofline, fixed cost taken off |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"] + rows + [""]
+
+
 def planned() -> list[tuple[int, str, str, str]]:
     """(world size, kind, problem, file) of every line of kernels_batch.sh's plan."""
     text = (ROOT / "scripts" / "device" / "kernels_batch.sh").read_text()
@@ -206,6 +239,7 @@ def page(evals: dict, sweeps: dict, sources: list[Path]) -> str:
     if not sweeps:
         out += ["None yet.", ""]
     out += targets_section(evals, sweeps)
+    out += fixed_cost_section(sweeps)
     out += not_measured(evals, sweeps)
     out += ["## Where the numbers come from", "",
             "The reports are committed: " + ", ".join(f"`{source.relative_to(ROOT) if source.is_absolute() and ROOT in source.parents else source}`" for source in sources)
