@@ -54,6 +54,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def default_out_dir() -> str:
+    """Where the evaluator's work folder goes (evaluator/api.py ``_workdir``): /dev/shm where it can."""
+    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
+
+
 def _rank(rank: int, args: argparse.Namespace, port: int, out: str) -> None:
     device = torch.device(f"cuda:{rank}" if args.device == "cuda" else "cpu")
     if args.device == "cuda":
@@ -62,7 +67,7 @@ def _rank(rank: int, args: argparse.Namespace, port: int, out: str) -> None:
                             rank=rank, world_size=args.world_size)
     problem = get(args.problem)
     groups = build_groups(problem, args.world_size, rank)
-    folder = Path(args.out_dir or tempfile.gettempdir()) / f"trial_cost_{os.getpid()}"
+    folder = Path(args.out_dir or default_out_dir()) / f"trial_cost_{os.getpid()}"
     folder.mkdir(parents=True, exist_ok=True)
 
     def call(inputs: dict[str, Any]) -> Any:
@@ -133,8 +138,8 @@ def main() -> None:
     parser.add_argument("--size", default="small")
     parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--out-dir", help="where the trials' files go (default: the temporary folder), "
-                                          "the disk the evaluator's work folder is on")
+    parser.add_argument("--out-dir", help="where the trials' files go (default: where the evaluator's "
+                                          "work folder goes, /dev/shm if it can)")
     args = parser.parse_args()
     for line in provenance.lines():
         print(line)
