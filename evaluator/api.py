@@ -274,19 +274,28 @@ class Evaluation:
                       release=self.config.judge_release)
         candidate_run = self.side_run("candidate", workdir, buffers=buffers["candidate"])
         reference_run = self.side_run("reference", workdir, buffers=buffers["reference"]) if self.timing else None
-        runs = [r for r in (candidate_run, reference_run) if r is not None]
-        for run in runs:
-            if run.begin() is not None:
-                return self.report(run.failure, [], None, candidate_run.end(),
-                                   reference_run.end() if reference_run else None)
+        if candidate_run.begin() is not None:
+            return self.report(candidate_run.failure, [], None, candidate_run.end(),
+                               reference_run.end() if reference_run else None)
         # Unconfined, the candidate's processes run with our rights on the disk the judge writes its
         # copies to: each file is held to the digest of what the judge wrote (red team,
         # rewrites_judge_files). Confined, that disk is in none of the side's namespaces.
         judge.guard_files = not getattr(candidate_run.box, "confined", False)
-        started = {"candidate": candidate_run, **({"reference": reference_run} if reference_run else {})}
+        started = {"candidate": candidate_run}
         paired = None
         try:
-            for name, run in started.items():
+            # One side at a time, the start-up too: the reference's sandbox and ranks start only
+            # once the candidate stands frozen. Started beside a candidate whose processes took
+            # the host's processors, the reference ran out of its own start-up allowance (or its
+            # sandbox's set-up time) and the candidate's evaluation ended as our harness_error
+            # (red team, starves_the_reference_start).
+            for name, run in (("candidate", candidate_run), ("reference", reference_run)):
+                if run is None:
+                    continue
+                if run is reference_run:
+                    if run.begin() is not None:
+                        raise DrivenFailure(name, run.failure)  # type: ignore[arg-type]
+                    started[name] = run
                 wait_started(name, started)
                 if not run.freeze():
                     raise DrivenFailure(name, make_failure(

@@ -175,6 +175,17 @@ def test_a_candidate_that_spends_the_evaluations_time_is_blamed_for_it():
     failed_as(report, "resource_limit", "left the reference too little")
 
 
+@pytest.mark.confined  # the sandbox's set-up time is what it ran out
+def test_a_candidate_that_takes_the_processors_at_its_start_cannot_fail_the_references(monkeypatch):
+    # Both sides used to start at once: the attack's spinners (20 s, in sessions of their own)
+    # starved the reference's sandbox past its set-up time, and the wrong candidate ended as our
+    # harness_error. The reference now starts once the candidate stands frozen. Its set-up time
+    # is cut from 90 s to 10 s here, so that a hold of 20 s outlasts it.
+    from evaluator.sandbox.confined import ConfinedBox
+    monkeypatch.setattr(ConfinedBox._expect, "__defaults__", (10.0,))
+    failed_as(run("starves_the_reference_start"), "value_mismatch", "trial 0")
+
+
 # Released by block (`--judge-release block`, docs/judge.md): every call's inputs before the
 # block, no word between calls. What it must still catch, and what it gives up (batching, the
 # call-by-call release's reason to exist) is measured, not tested: scripts/bench/batching_gain.py.
