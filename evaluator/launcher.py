@@ -203,6 +203,7 @@ class SideRun(SideDiagnosis):
             state.waiting = False
             state.last_progress = now
             state.deadline = now + within_s if within_s is not None else None
+            state.calls_left = 0  # no command of this kind has calls: a "called" answers nothing
             if self.buffers is not None:  # a judged side's last command: named in a diagnosis
                 state.command, state.command_limit_s = str(payload.get("cmd", "")), within_s or 0.0
                 state.builds_allowed = False
@@ -223,6 +224,10 @@ class SideRun(SideDiagnosis):
             state.deadline = now + within_s
             state.command, state.command_limit_s, state.builds_allowed = what, within_s, builds
             state.claimed, state.answered_after = 0, None
+            # The harness says "called" after each call of a block but its last, released call by
+            # call; released by block, never.
+            calls = payload.get("calls") if payload.get("cmd") == "calls" and payload.get("release") != "block" else None
+            state.calls_left = max(0, len(calls) - 1) if isinstance(calls, list) else 0
             self.send_to(state.rank, payload)
 
     def take_called(self) -> list[tuple[int, int, int]]:
@@ -447,6 +452,15 @@ class SideRun(SideDiagnosis):
         if kind == CALLED:
             # Only the judge acts on it (it releases the next call's inputs); a claim proves
             # nothing and extends no deadline: the judge copies the call's outputs as it stands.
+            if self.buffers is not None:
+                # Claims are kept until the judge looks, which it does only while a block runs:
+                # the harness sends one after each call of a block but its last, and none at any
+                # other time. Claims at the start or the finish piled up in the judge's memory for
+                # as long as those last (red team, floods_call_claims: 284 MiB in 15 s).
+                if state.calls_left <= 0 or event.get("block") != self.last_block:
+                    self._stray_line(state, "a 'called' message for no call of the block the judge sent")
+                    return
+                state.calls_left -= 1
             if self.job.get("driven") and isinstance(event.get("block"), int) and isinstance(event.get("call"), int):
                 self.called.append((state.rank, event["block"], event["call"]))
                 if event["block"] == self.last_block:

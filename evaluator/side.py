@@ -31,6 +31,7 @@ class RankState:
     timing_announced: bool = False  # its driven timed phase was reported as progress
     finished: bool = False
     claimed: int = 0  # "called" messages for the command it is working on, in order of arrival
+    calls_left: int = 0  # "called" messages the harness may still send for that command (judged sides)
     answered_after: Optional[int] = None  # how many had come when it answered that command
     building_since: Optional[float] = None  # our clock when the rank said it started a build
     build_s: float = 0.0  # seconds it spent building, on our clock

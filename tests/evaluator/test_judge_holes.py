@@ -143,3 +143,20 @@ def test_a_candidate_cannot_have_its_own_failure_reported_as_ours():
     report = run("claims_harness_error", timing=False)
     assert report["verdict"] == "fail"
     assert report["failure"]["failure_class"] == "runtime_error", report["failure"]
+
+
+# -- the fourth red-team pass (2026-11-28) ------------------------------------------------------
+
+@WITHIN_ITS_OWN_PROCESS
+def test_call_claims_outside_a_block_end_the_side_and_are_not_kept():
+    # "called" lines with the token, sent from import for 15 s, each naming a block of 4000
+    # digits: the judge kept them all until a block began (284 MiB of its memory in those 15 s,
+    # the start-up allowance is 840 s). The harness claims calls only inside a block.
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    report = run("floods_call_claims", timing=False)
+    assert report["verdict"] == "fail"
+    assert report["failure"]["failure_class"] == "protocol_violation", report["failure"]
+    assert "a 'called' message for no call" in report["failure"]["message"]
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100 * 1024  # KiB
