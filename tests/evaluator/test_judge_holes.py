@@ -160,3 +160,17 @@ def test_call_claims_outside_a_block_end_the_side_and_are_not_kept():
     assert report["failure"]["failure_class"] == "protocol_violation", report["failure"]
     assert "a 'called' message for no call" in report["failure"]["message"]
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100 * 1024  # KiB
+
+
+@WITHIN_ITS_OWN_PROCESS
+def test_answers_to_a_block_its_peer_holds_open_are_not_kept():
+    # Rank 0 answered its first trial's block 600 times while rank 1 slept in it, each answer
+    # naming a new task of half a MiB: the judge listed every task as a step (307 MiB).
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    report = run("floods_block_answers", timing=False)
+    assert report["verdict"] == "fail"
+    assert report["failure"]["failure_class"] == "protocol_violation", report["failure"]
+    assert "twice" in report["failure"]["message"]
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100 * 1024  # KiB
