@@ -85,6 +85,7 @@ class SideRun(SideDiagnosis):
         self.stray: Optional[Failure] = None  # a judged side's status channel carried someone else's lines
         self.out_of_time = False  # it failed for running past its whole allowance (total_s)
         self.last_block = 0  # the latest block commanded: an answer to any other proves nothing
+        self.finishing = False  # the judge has sent "finish": only then may a judged rank say done
         self.failure: Optional[Failure] = None
         self.box: Any = None
         self.selector: Optional[selectors.BaseSelector] = None
@@ -197,6 +198,7 @@ class SideRun(SideDiagnosis):
         the rank works through steps again (the usual per-step limits apply)."""
         line = (json.dumps(payload) + "\n").encode()
         now = time.monotonic()
+        self.finishing = self.finishing or payload.get("cmd") == "finish"
         if isinstance(payload.get("block"), int):
             self.last_block = payload["block"]
         for state in self.ranks:
@@ -469,6 +471,13 @@ class SideRun(SideDiagnosis):
         now = state.last_progress = time.monotonic()
         if kind in (BUILD, BUILT):
             self._on_build(state, kind, now)
+            return
+        if kind == DONE and self.buffers is not None and not self.finishing:
+            # A judged rank is done only after the judge's finish. Said sooner, then an exit with
+            # status 0, it passed for finished: the judge stopped checking the side's deadlines
+            # and waited for ever for an answer no process was left to give (red team,
+            # says_done_and_leaves).
+            self._stray_line(state, "a 'done' message before the judge's finish")
             return
         self._report_progress(state, event)
         if kind == READY:

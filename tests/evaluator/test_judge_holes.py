@@ -174,3 +174,13 @@ def test_answers_to_a_block_its_peer_holds_open_are_not_kept():
     assert report["failure"]["failure_class"] == "protocol_violation", report["failure"]
     assert "twice" in report["failure"]["message"]
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100 * 1024  # KiB
+
+
+@WITHIN_ITS_OWN_PROCESS
+def test_a_rank_that_says_done_and_exits_mid_command_ends_in_a_verdict():
+    # "done" in the harness's name from inside the first trial, then an exit with status 0: both
+    # ranks passed for finished, the judge stopped checking deadlines and waited for ever.
+    report = run("says_done_and_leaves", timing=False)
+    assert report["verdict"] == "fail"
+    assert report["failure"]["failure_class"] == "protocol_violation", report["failure"]
+    assert "a 'done' message before the judge's finish" in report["failure"]["message"]
