@@ -15,6 +15,7 @@ import dataclasses
 import datetime
 import functools
 import hashlib
+import math
 import os
 import re
 import secrets
@@ -321,6 +322,7 @@ class Evaluation:
         candidate_run.command({"cmd": "finish"}, step_s)
         wait_finished(candidate_run)
         candidate = candidate_run.end()
+        self.phases.mark("candidate_end")
         if candidate.ok and (twice := answered_twice(candidate_run)) is not None:
             candidate.failure = twice  # the last block's second answer, after the judge stopped waiting
         if not candidate.ok:
@@ -335,6 +337,7 @@ class Evaluation:
             reference_run.command({"cmd": "finish", "rechecks": rechecks},
                                   step_s * (len(self.seeds) + len(rechecks) + 1))
             wait_finished(reference_run)
+            self.phases.mark("finish")
             reference = reference_run.end()
             if not reference.ok and reference_run.out_of_time and \
                     candidate.wall_s > time.monotonic() - finishing:
@@ -349,7 +352,7 @@ class Evaluation:
                     "little to recompute the answers it is judged by"), [], None, candidate, reference)
         if not reference.ok:
             return self.report(reference.failure, [], None, candidate, reference)
-        self.phases.mark("finish")
+        self.phases.mark("reference_end")
         trials, failure = self.judge(workdir, timed_calls, written=judge.written)
         self.phases.mark("comparison")
         timing = None
@@ -510,9 +513,7 @@ class Evaluation:
 
     def report(self, failure: Optional[Failure], trials: list[Trial], timing: Optional[Timing],
                candidate: Optional[SideResult], reference: Optional[SideResult]) -> Report:
-        software = {}
-        if candidate is not None and candidate.ready:
-            software = dict(next(iter(candidate.ready.values())).get("software") or {})
+        software = software_of(candidate)
         compile_s = build_seconds(candidate) if candidate is not None else None
         finished = _now()
         return Report(
@@ -581,6 +582,20 @@ def disk_for_outputs(default: int, files_per_rank: int, bytes_per_file: int, wor
     return max(default, min(needed, int(HOST_MEMORY_SHARE * total / DISK_HOST_PARTS)))
 
 
+def software_of(side: Optional[SideResult]) -> dict[str, str]:
+    """What the side's first rank said it runs, as the report's schema has it (names and versions
+    as short strings). The "ready" message comes from the rank, where candidate code can send its
+    own: anything else is dropped, never a reason for the report to fail (red team,
+    forges_ready_software: a string here made building the report raise, with no verdict)."""
+    if side is None or not side.ready:
+        return {}
+    given = next(iter(side.ready.values())).get("software")
+    if not isinstance(given, dict):
+        return {}
+    return {key[:40]: value[:200] for key, value in list(given.items())[:16]
+            if isinstance(key, str) and isinstance(value, str)}
+
+
 def build_seconds(side: SideResult) -> Optional[float]:
     """The slowest rank's build time: on our clock where the rank announced its builds
     (evaluator/builds.py), else the running totals its events carry (import, first call, or
@@ -588,7 +603,8 @@ def build_seconds(side: SideResult) -> Optional[float]:
     if side.build_s:
         return max(side.build_s.values())
     events = list(side.ready.values()) + list(side.done.values()) + list(side.errors)
-    values = [e["compile_s"] for e in events if isinstance(e.get("compile_s"), (int, float))]
+    values = [e["compile_s"] for e in events  # the ranks' word: a finite number of seconds, or nothing
+              if type(e.get("compile_s")) in (int, float) and math.isfinite(e["compile_s"])]
     return max(values) if values else None
 
 

@@ -184,3 +184,17 @@ def test_a_rank_that_says_done_and_exits_mid_command_ends_in_a_verdict():
     assert report["verdict"] == "fail"
     assert report["failure"]["failure_class"] == "protocol_violation", report["failure"]
     assert "a 'done' message before the judge's finish" in report["failure"]["message"]
+
+
+@WITHIN_ITS_OWN_PROCESS
+def test_a_forged_ready_message_cannot_break_the_report():
+    # "ready" again from inside a trial, its software a string and its compile time NaN: building
+    # the report raised (dict() of a string) and the wrong candidate got a traceback, no verdict.
+    import math
+
+    report = run("forges_ready_software", timing=False)
+    assert report["verdict"] == "fail"
+    assert report["failure"]["failure_class"] == "value_mismatch", report["failure"]
+    assert all(isinstance(v, str) for v in report["software"].values())
+    compile_s = report["wall_time"]["compile_s"]
+    assert compile_s is None or math.isfinite(compile_s)
