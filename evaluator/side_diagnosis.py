@@ -16,6 +16,14 @@ from .report import Failure, FailureClass, make_failure
 from .side import signal_name
 
 
+def _text(value: object) -> str | None:
+    """A field of a rank's error message as the report's schema has it: text or nothing. The
+    message comes from the rank, where candidate code can send its own (red team,
+    reports_odd_error_fields: a mapping here broke the report's schema, and the portal refused
+    the report: no verdict)."""
+    return value if isinstance(value, str) else None
+
+
 class SideDiagnosis:
     """Needs, from the side: ``ranks``, ``side``, ``job``, ``limits``, ``resources``, ``sandbox``,
     ``errors``, ``crashes``, ``limit``, ``box``, ``_read`` and ``_limit``."""
@@ -59,9 +67,8 @@ class SideDiagnosis:
             if failure_class == FailureClass.RESOURCE_LIMIT:
                 limit = self.resources.memory_bytes_per_rank / 2**30
                 message += f" (the limit is {limit:.3g} GiB of host memory per rank)"
-            return make_failure(failure_class, message, rank=rank,
-                                traceback=first.get("traceback"), compiler_output=first.get("compiler_output"),
-                                stderr=self._stderr())
+            return make_failure(failure_class, message, rank=rank, traceback=_text(first.get("traceback")),
+                                compiler_output=_text(first.get("compiler_output")), stderr=self._stderr())
         rank, returncode = self.crashes[0]
         if returncode < 0:
             how = f"was killed by {signal_name(returncode)}"

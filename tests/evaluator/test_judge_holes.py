@@ -198,3 +198,20 @@ def test_a_forged_ready_message_cannot_break_the_report():
     assert all(isinstance(v, str) for v in report["software"].values())
     compile_s = report["wall_time"]["compile_s"]
     assert compile_s is None or math.isfinite(compile_s)
+
+
+@WITHIN_ITS_OWN_PROCESS
+def test_a_forged_error_cannot_make_the_report_break_its_schema():
+    # An error in the harness's name whose traceback was a mapping and compiler output a number:
+    # both went into the failure, the report broke its schema, and the portal refused it.
+    import json
+    from pathlib import Path
+
+    import jsonschema
+
+    import evaluator
+
+    report = run("reports_odd_error_fields", timing=False)
+    assert report["verdict"] == "fail"
+    schema = json.loads((Path(evaluator.__file__).parent / "report.schema.json").read_text())
+    jsonschema.validate(json.loads(json.dumps(report, allow_nan=False)), schema)
