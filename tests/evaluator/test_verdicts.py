@@ -60,7 +60,7 @@ def test_it_passes_a_correct_solution_with_timing(shared_eval):
         assert phases["per_call"] == pytest.approx(timing[side]["median_ms"], rel=0.5)
     # Where the wall time went: the judge's phases in order, adding up to nearly all of it.
     wall = report["wall_time"]
-    assert list(wall["phases_s"]) == ["start", "trials", "timing", "finish", "comparison"]
+    assert list(wall["phases_s"]) == ["start", "trials", "timing", "candidate_end", "finish", "reference_end", "comparison"]
     assert all(s >= 0 for s in wall["phases_s"].values())
     assert 0.5 * wall["total_s"] < sum(wall["phases_s"].values()) <= wall["total_s"]
     assert seconds < 60
