@@ -294,6 +294,9 @@ class Evaluation:
                 if run is None:
                     continue
                 if run is reference_run:
+                    # Its share of the evaluation's deadline is what is left now, as it begins,
+                    # not what was left at the candidate's launch: its clock starts here.
+                    run.limits = self.side_limits(name)
                     if run.begin() is not None:
                         raise DrivenFailure(name, run.failure)  # type: ignore[arg-type]
                     started[name] = run
