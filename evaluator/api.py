@@ -315,10 +315,21 @@ class Evaluation:
             judge.flush_outputs()
             self.phases.mark("timing")
         except DrivenFailure as exc:
+            ran = (candidate_run.run_seconds(), reference_run.run_seconds() if reference_run else 0.0)
             candidate = candidate_run.end()
             reference = reference_run.end() if reference_run else None
             if exc.side == "candidate":
                 return self.report(exc.failure, [], None, candidate, None)
+            if reference_run is not None and reference_run.out_of_time and ran[0] > ran[1]:
+                # The evaluation's time ran out while the judge ran the reference, but most of it
+                # went to the candidate (red team, spends_the_deadline_at_start: a start-up held to
+                # just short of its share made the deadline fall in the reference's blocks).
+                return self.report(make_failure(
+                    FailureClass.RESOURCE_LIMIT,
+                    f"the candidate's side ran for {ran[0]:.0f} s of the "
+                    f"{self.config.deadline_s or self.config.limits.total_s:.0f} s an "
+                    f"evaluation may take, the reference's {ran[1]:.0f} s: too little was left to time and "
+                    "check it"), [], None, candidate, reference)
             failure = dict(exc.failure, failure_class=FailureClass.HARNESS_ERROR.value)
             return self.report(failure, [], None, candidate, reference)  # type: ignore[arg-type]
         candidate_run.thaw()

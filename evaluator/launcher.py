@@ -86,6 +86,10 @@ class SideRun(SideDiagnosis):
         self.out_of_time = False  # it failed for running past its whole allowance (total_s)
         self.last_block = 0  # the latest block commanded: an answer to any other proves nothing
         self.finishing = False  # the judge has sent "finish": only then may a judged rank say done
+        # Seconds the side stood thawed (from its launch, less its freezes): whose running the
+        # evaluation's time went to, when a deadline passes (api.Evaluation._run_judged).
+        self.ran_s = 0.0
+        self.running_since: Optional[float] = None
         self.failure: Optional[Failure] = None
         self.box: Any = None
         self.selector: Optional[selectors.BaseSelector] = None
@@ -163,6 +167,7 @@ class SideRun(SideDiagnosis):
     def begin(self) -> Optional[Failure]:
         """Start the ranks; a failure here is the sandbox's, not the side's."""
         self.started = time.monotonic()
+        self.running_since = self.started
         self.selector = selectors.DefaultSelector()
         try:
             self.box = self.start()
@@ -274,7 +279,16 @@ class SideRun(SideDiagnosis):
         return side_cpu_seconds(self.box.process_ids(), self.box.reaper_id())
 
     def freeze(self) -> bool:
-        return self.box is not None and self.box.freeze()
+        frozen = self.box is not None and self.box.freeze()
+        if self.running_since is not None:
+            self.ran_s += time.monotonic() - self.running_since
+            self.running_since = None
+        return frozen
+
+    def run_seconds(self) -> float:
+        """Seconds the side has stood thawed so far."""
+        now = time.monotonic()
+        return self.ran_s + (now - self.running_since if self.running_since is not None else 0.0)
 
     def _working(self) -> bool:
         """Whether the side's processes used a processor lately (judge/liveness.py)."""
@@ -283,6 +297,8 @@ class SideRun(SideDiagnosis):
         return self.busy_watch.busy(self.box.process_ids())
 
     def thaw(self) -> None:
+        if self.running_since is None:
+            self.running_since = time.monotonic()
         if self.box is not None:
             self.box.thaw()
 

@@ -186,6 +186,16 @@ def test_a_candidate_that_takes_the_processors_at_its_start_cannot_fail_the_refe
     failed_as(run("starves_the_reference_start"), "value_mismatch", "trial 0")
 
 
+def test_a_candidate_that_spends_the_deadline_before_the_reference_runs_is_blamed_for_it():
+    # Its start-up held to 32 s of a 40 s deadline: the time ran out while the reference was
+    # timed, and the wrong candidate ended as our harness_error. Now the side that ran longest
+    # is blamed (its own deadlock if the time ran out in one of its blocks).
+    from evaluator.config import Limits
+    report = run("spends_the_deadline_at_start", deadline_s=40, limits=Limits())
+    assert report["verdict"] == "fail"
+    assert report["failure"]["failure_class"] in ("resource_limit", "deadlock", "value_mismatch"), report["failure"]
+
+
 # Released by block (`--judge-release block`, docs/judge.md): every call's inputs before the
 # block, no word between calls. What it must still catch, and what it gives up (batching, the
 # call-by-call release's reason to exist) is measured, not tested: scripts/bench/batching_gain.py.
