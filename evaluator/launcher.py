@@ -25,7 +25,7 @@ from typing import Any, Callable, Optional
 from .channel import BUILD, BUILT, CALLED, DONE, ERROR, READY, STEP, TIMES, WAITING, new_token, parse_lines
 from .config import Limits, ResourceLimits
 from .job import CHECKED_CALLS, CHECKED_COPIES, RankJob
-from .judge.liveness import BusyWatch, side_cpu_seconds
+from .judge.liveness import BusyWatch, side_cpu_seconds, thread_run_ns
 from .report import Failure, FailureClass, make_failure
 from .sandbox import RankLaunch, SandboxError, open_box
 from .sandbox.box import OutputRules
@@ -277,6 +277,10 @@ class SideRun(SideDiagnosis):
         if self.box is None:
             return 0.0
         return side_cpu_seconds(self.box.process_ids(), self.box.reaper_id())
+
+    def thread_run_ns(self) -> dict[tuple[int, int], int]:
+        """Nanoseconds each thread of the side's processes has run (judge/liveness.py)."""
+        return thread_run_ns(self.box.process_ids()) if self.box is not None else {}
 
     def freeze(self) -> bool:
         frozen = self.box is not None and self.box.freeze()

@@ -37,6 +37,7 @@ from ..paired import Block, DrivenFailure, PairedTimer, SideBlocks, answered_twi
 from ..report import FailureClass, make_failure
 from .buffers import OutputError, RankBuffers, WrittenCall
 from .inputs import InputMaker
+from .liveness import ran_since
 from .quiet import DeviceQuiet
 
 # One rank and side's shared buffers (a ring of input regions and output slots, reused call after
@@ -56,6 +57,10 @@ HOLD_BYTES_PER_GPU = 4 << 30
 # Processor time a stopped side may seem to use while the other is timed: /proc counts in ticks of
 # 10 ms, and a stopped process gets none; two allow for a tick read as it turned.
 FROZEN_CPU_S = 0.02
+# Run time the threads of a stopped side may seem to add while the other is timed, counted in
+# nanoseconds (/proc's schedstat): none at all, less a margin for a reading taken as a thread
+# finished stopping.
+FROZEN_RUN_NS = 1_000_000
 # Regions and slots in the ring: a few, so that a call's region has stood a while before it is
 # written again (nothing depends on more than one).
 RING_REGIONS = 4
@@ -201,6 +206,7 @@ class Judge:
         # there would cost the judge time on the reference's clock.
         watched = other if other is not None and side == "reference" else None
         frozen_cpu = watched.cpu_seconds() if watched is not None else 0.0
+        frozen_run = watched.thread_run_ns() if watched is not None else {}
         started = time.perf_counter()
         run.thaw()
         thawed = time.perf_counter()
@@ -256,6 +262,12 @@ class Judge:
                 FailureClass.PROTOCOL_VIOLATION,
                 f"the candidate's processes used {used * 1e3:.0f} ms of processor while they stood stopped, "
                 f"during the reference's {what} (work that escapes the freeze runs beside the other side)"))
+        if watched is not None and (ran := ran_since(frozen_run, watched.thread_run_ns())) >= FROZEN_RUN_NS:
+            raise DrivenFailure("candidate", make_failure(
+                FailureClass.PROTOCOL_VIOLATION,
+                f"the candidate's threads ran for {ran / 1e6:.1f} ms while they stood stopped, during the "
+                f"reference's {what} (a process continued by a SIGCONT it had sent itself, say: work that "
+                "escapes the freeze runs beside the other side)"))
         if (twice := answered_twice(run)) is not None:
             raise DrivenFailure(side, twice)
         if by_block:

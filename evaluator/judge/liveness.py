@@ -56,6 +56,32 @@ def side_cpu_seconds(pids: Iterable[int], reaper: int | None = None) -> float:
     return total
 
 
+def thread_run_ns(pids: Iterable[int]) -> dict[tuple[int, int], int]:
+    """Nanoseconds each thread of these processes has run on a processor (the first field of
+    /proc/PID/task/TID/schedstat): exact where /proc's processor times count 10 ms ticks. A
+    stopped thread adds nothing; one continued by a SIGCONT it had a timer send (a SIGCONT
+    continues a process when sent, not when delivered) adds what it ran, however little (red
+    team, wakes_itself_while_frozen)."""
+    run: dict[tuple[int, int], int] = {}
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as handle:
+                    run[(pid, int(tid))] = int(handle.read().split()[0])
+            except (OSError, IndexError, ValueError):
+                continue
+    return run
+
+
+def ran_since(before: dict[tuple[int, int], int], after: dict[tuple[int, int], int]) -> int:
+    """Nanoseconds threads ran between two readings; a thread new since the first, all it ran."""
+    return sum(max(0, ns - before.get(key, 0)) for key, ns in after.items())
+
+
 class BusyWatch:
     """Samples a side's CPU time at most once a window; ``busy()`` says whether the last full
     window was working.

@@ -215,3 +215,17 @@ def test_a_forged_error_cannot_make_the_report_break_its_schema():
     assert report["verdict"] == "fail"
     schema = json.loads((Path(evaluator.__file__).parent / "report.schema.json").read_text())
     jsonschema.validate(json.loads(json.dumps(report, allow_nan=False)), schema)
+
+
+def test_a_process_that_continues_itself_while_frozen_is_caught():
+    # A helper's timer sent it SIGCONT every 10 ms; woken while its rank stood stopped it spun
+    # 2 ms and stopped itself again: a few ms beside each reference block, under the 20 ms that
+    # /proc's ticks could show, and the candidate passed. Threads' run times are now read in ns.
+    report = run("wakes_itself_while_frozen")
+    if report["verdict"] == "pass":
+        # Its wake-ups can miss the reference's blocks (unconfined, the freeze's sweep and its
+        # timer fight: its own blocks slowed to 0.26x once). Then it gained nothing.
+        assert report["timing"]["speedup"] < 1.0, report["timing"]["speedup"]
+        return
+    assert report["failure"]["failure_class"] == "protocol_violation", report["failure"]
+    assert "while they stood stopped, during the reference's" in report["failure"]["message"]
