@@ -48,8 +48,10 @@ from .sandbox import unavailable_reason
 from .hardware import clocks
 from .hardware.affinity import rank_cpus
 from .judge.buffers import RankBuffers, output_bound
-from .judge.driver import Judge, JudgedTimer, calls_per_block, hold_budget, pass_probability_bound, phase_summary
+from .judge.driver import (FROZEN_RUN_NS, Judge, JudgedTimer, calls_per_block, hold_budget,
+                           pass_probability_bound, phase_summary)
 from .judge.inputs import InputMaker, output_capacity
+from .judge.liveness import ran_since
 from .judge.quiet import DeviceQuiet
 from .phase_clock import PhaseClock
 from .static_checks import read_solution, resolve_dtype, static_failure
@@ -297,10 +299,9 @@ class Evaluation:
                     # Its share of the evaluation's deadline is what is left now, as it begins,
                     # not what was left at the candidate's launch: its clock starts here.
                     run.limits = self.side_limits(name)
-                    if run.begin() is not None:
-                        raise DrivenFailure(name, run.failure)  # type: ignore[arg-type]
-                    started[name] = run
-                wait_started(name, started)
+                    self.start_beside_frozen(run, candidate_run, started)
+                else:
+                    wait_started(name, started)
                 if not run.freeze():
                     raise DrivenFailure(name, make_failure(
                         FailureClass.PROTOCOL_VIOLATION,
@@ -382,6 +383,26 @@ class Evaluation:
                                              if phases},
                                 **({"gpu_quiet": quiet.describe()} if quiet is not None else {})}
         return self.report(failure, trials, timing, candidate, reference)
+
+    @staticmethod
+    def start_beside_frozen(reference: SideRun, candidate: SideRun, started: dict[str, SideRun]) -> None:
+        """Start the reference while the candidate stands frozen. A frozen candidate's process can
+        still continue itself (a SIGCONT it had a timer send) and starve the reference's start:
+        the candidate's threads must not have run meanwhile, whether or not the reference came
+        up (red team, wakes_itself_while_frozen)."""
+        before = candidate.thread_run_ns()
+        try:
+            if reference.begin() is not None:
+                raise DrivenFailure("reference", reference.failure)  # type: ignore[arg-type]
+            started["reference"] = reference
+            wait_started("reference", started)
+        finally:
+            if (ran := ran_since(before, candidate.thread_run_ns())) >= FROZEN_RUN_NS:
+                raise DrivenFailure("candidate", make_failure(
+                    FailureClass.PROTOCOL_VIOLATION,
+                    f"the candidate's threads ran for {ran / 1e6:.1f} ms while they stood stopped, during the "
+                    "reference's start-up (a process continued by a SIGCONT it had sent itself, say: work "
+                    "that escapes the freeze runs beside the other side)"))
 
     def run_timed(self, workdir: Path) -> Report:
         assert self.timing is not None
