@@ -37,7 +37,7 @@ from ..paired import Block, DrivenFailure, PairedTimer, SideBlocks, answered_twi
 from ..report import FailureClass, make_failure
 from .buffers import OutputError, RankBuffers, WrittenCall
 from .inputs import InputMaker
-from .liveness import ran_since
+from .liveness import ended_since, ran_since
 from .quiet import DeviceQuiet
 
 # One rank and side's shared buffers (a ring of input regions and output slots, reused call after
@@ -262,7 +262,13 @@ class Judge:
                 FailureClass.PROTOCOL_VIOLATION,
                 f"the candidate's processes used {used * 1e3:.0f} ms of processor while they stood stopped, "
                 f"during the reference's {what} (work that escapes the freeze runs beside the other side)"))
-        if watched is not None and (ran := ran_since(frozen_run, watched.thread_run_ns())) >= FROZEN_RUN_NS:
+        after_run = watched.thread_run_ns() if watched is not None else {}
+        if watched is not None and (ended := ended_since(frozen_run, after_run)):
+            raise DrivenFailure("candidate", make_failure(
+                FailureClass.PROTOCOL_VIOLATION,
+                f"{ended} of the candidate's threads ended while they stood stopped, during the reference's "
+                f"{what} (a process killed by a timer it armed, say: its exit runs beside the other side)"))
+        if watched is not None and (ran := ran_since(frozen_run, after_run)) >= FROZEN_RUN_NS:
             raise DrivenFailure("candidate", make_failure(
                 FailureClass.PROTOCOL_VIOLATION,
                 f"the candidate's threads ran for {ran / 1e6:.1f} ms while they stood stopped, during the "

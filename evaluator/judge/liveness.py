@@ -65,8 +65,11 @@ def thread_run_ns(pids: Iterable[int]) -> dict[tuple[int, int], int]:
     run: dict[tuple[int, int], int] = {}
     for pid in pids:
         try:
+            with open(f"/proc/{pid}/stat", "rb") as handle:
+                if handle.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X"):
+                    continue  # exited already: its time is final, and a reaper may take it any time
             tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
+        except (OSError, IndexError):
             continue
         for tid in tids:
             try:
@@ -80,6 +83,13 @@ def thread_run_ns(pids: Iterable[int]) -> dict[tuple[int, int], int]:
 def ran_since(before: dict[tuple[int, int], int], after: dict[tuple[int, int], int]) -> int:
     """Nanoseconds threads ran between two readings; a thread new since the first, all it ran."""
     return sum(max(0, ns - before.get(key, 0)) for key, ns in after.items())
+
+
+def ended_since(before: dict[tuple[int, int], int], after: dict[tuple[int, int], int]) -> int:
+    """Threads of the first reading gone from the second. A stopped thread ends only if something
+    kills it, and its exit then runs beside the other side; a process whose parent ignores
+    SIGCHLD is reaped at once, its time credited to no one (red team, dies_while_frozen)."""
+    return sum(1 for key in before if key not in after)
 
 
 class BusyWatch:
