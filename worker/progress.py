@@ -29,7 +29,8 @@ def describe(event: dict[str, Any], trials: int) -> str | None:
         return f"{side}: done"
     if kind == "step" and step.startswith("trial "):
         index = step.removeprefix("trial ")
-        return f"{side}: trial {int(index) + 1} of {trials}" if index.isdigit() else f"{side}: {step}"
+        # isdecimal, not isdigit: "²" is a digit that int() refuses, and a rank names its own steps
+        return f"{side}: trial {int(index) + 1} of {trials}" if index.isdecimal() else f"{side}: {step}"
     if kind == "step" and step == "timing started":
         return f"{side}: timing"
     return None

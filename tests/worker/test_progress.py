@@ -135,3 +135,10 @@ def test_the_worker_logs_each_step_with_its_time_on_one_line(fake_eval: list[str
     assert any(line.startswith("job 7 +") and ": candidate step 'trial 0'" in line for line in lines)
     ready = next(line for line in lines if "candidate ready" in line)
     assert "\n" not in ready and "\\n" in ready and len(ready) < 300
+
+
+def test_a_step_named_with_a_digit_int_refuses_is_shown_as_named() -> None:
+    # "²" is a digit to str.isdigit() but not a number int() reads: a rank names its own steps
+    # (the GPU in-rank path), and one such name must not end the worker's task.
+    assert progress.describe({"side": "candidate", "event": "step", "step": "trial ²"}, 5) == "candidate: trial ²"
+    assert progress.describe({"side": "candidate", "event": "step", "step": "trial 2"}, 5) == "candidate: trial 3 of 5"

@@ -31,10 +31,13 @@ def test_a_worker_killed_mid_evaluation_is_redelivered_with_one_result(
         def mid_run() -> dict[int, str]:
             sub.refresh_from_db()
             tree = descendants(first.pid)
-            # worker, its pool child, pkb eval, and the sandbox's rank processes under it. Once
-            # the reference side is timing, pkb eval prints nothing until the candidate's slow
-            # import ends: a SIGPIPE would not end it, only dying with its worker does.
-            silent = sub.progress == "reference: timing"  # a CPU job is "running" throughout
+            # worker, its pool child, pkb eval, and the candidate's sandbox under it. The reference
+            # starts only once the candidate stands frozen after its start-up, so while the
+            # candidate sleeps in its import no side has said anything a person would see, and
+            # pkb eval prints nothing until that import ends (the sandbox's processes are there,
+            # the progress is still the worker's own): a SIGPIPE would not end it, only dying with
+            # its worker does.
+            silent = sub.progress == "starting the evaluator"  # the worker's word until a side says more
             return tree if silent and len(tree) >= 5 else {}
 
         tree = wait_until(mid_run, 120, "the evaluation under way")
