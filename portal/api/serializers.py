@@ -7,7 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from portal.catalog.models import Hardware, Problem, ProblemVersion
-from portal.lib.reports import mapping, schema_error
+from portal.lib.reports import mapping, schema_error, without_nul
 from portal.submissions.models import BACKENDS, Submission
 from portal.submissions.lifecycle import overdue_reason
 from portal.submissions.workers import liveness
@@ -184,14 +184,24 @@ class SubmissionDetailSerializer(SubmissionSerializer):
         return obj.source if request and obj.visible_source_to(request.user) else None
 
 
-class WorkerStatusSerializer(serializers.Serializer):
+class WorkerBodySerializer(serializers.Serializer):
+    """What a worker posts carries the candidate's own text (its exception, its output, the
+    steps its ranks name), and PostgreSQL's text and jsonb cannot hold U+0000: each NUL becomes
+    U+FFFD before anything is checked or stored, so a candidate's NUL can neither get the
+    worker's post refused nor fail the save of its verdict."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        return super().to_internal_value(without_nul(data))
+
+
+class WorkerStatusSerializer(WorkerBodySerializer):
     status = serializers.ChoiceField(choices=["compiling", "running"])
     step = serializers.CharField(max_length=200, required=False, allow_blank=True, default="",
                                  help_text='the latest step, e.g. "candidate: trial 2 of 5"')
     worker = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
 
 
-class WorkerResultSerializer(serializers.Serializer):
+class WorkerResultSerializer(WorkerBodySerializer):
     """A worker's result: a document, or an error with the run's output tail."""
 
     error = serializers.CharField(required=False, allow_blank=True, max_length=4000)

@@ -196,3 +196,15 @@ def looks_like_report(data: Any) -> bool:
     # A sweep report (portal/lib/sweeps.py) has a verdict and a problem too, and is not one.
     return (isinstance(data, Mapping) and "verdict" in data and isinstance(data.get("problem"), Mapping)
             and data.get("schema") != "pkb-sweep")
+
+
+def without_nul(value: Any) -> Any:
+    """``value`` (JSON: dicts, lists, strings, numbers) with every U+0000 in its strings and keys
+    replaced by U+FFFD, which PostgreSQL can store."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {without_nul(key): without_nul(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [without_nul(item) for item in value]
+    return value

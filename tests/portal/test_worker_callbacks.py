@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from portal.lib.reports import without_nul
 from portal.submissions.models import Submission
 from portal.submissions.lifecycle import reap_stuck
 from portal.submissions.services import create, resolve_target, get_model
@@ -160,3 +161,24 @@ def test_a_report_that_breaks_the_schema_is_refused_and_the_job_stays_open(
     sub.refresh_from_db()
     assert sub.is_pending and sub.report is None  # nothing half-stored; a correct report may follow
     assert post(anonymous_api, sub, "report", token, {"report": real_report}).status_code == 200
+
+
+def test_nul_characters_a_candidate_printed_are_stored_replaced_not_refused_by_postgres(
+        anonymous_api: Any, job: Any, real_report: dict[str, Any]) -> None:
+    # A candidate's own text reaches the report (its exception, its stderr, the steps it names),
+    # and PostgreSQL's jsonb and text refuse U+0000: stored as is, the report's save failed and the
+    # job never got its verdict.
+    sub, token = job
+    report = dict(real_report, verdict="fail", timing=None,
+                  failure={"failure_class": "runtime_error", "message": "rank 0: RuntimeError: a\x00b",
+                           "rank": 0, "trial": 0, "output": None, "traceback": "line\x00",
+                           "compiler_output": None, "stacks": {}, "stderr": {"0": "printed \x00"}})
+    assert post(anonymous_api, sub, "status", token, {"status": "running", "step": "trial\x00 1"}).status_code == 200
+    sub.refresh_from_db()
+    assert "\x00" not in sub.progress
+    r = post(anonymous_api, sub, "report", token, {"report": report, "worker": "w1"})
+    assert r.status_code == 200, r.content
+    sub.refresh_from_db()
+    assert sub.status == "finished" and sub.verdict == "fail" and sub.failure_class == "runtime_error"
+    assert sub.report["failure"]["message"] == "rank 0: RuntimeError: a\ufffdb"
+    assert without_nul({"k\x00": ["\x00", 1, None]}) == {"k\ufffd": ["\ufffd", 1, None]}  # keys too
