@@ -61,6 +61,10 @@ FROZEN_CPU_S = 0.02
 # nanoseconds (/proc's schedstat): none at all, less a margin for a reading taken as a thread
 # finished stopping.
 FROZEN_RUN_NS = 1_000_000
+# The same after a side's own freeze, while the judge reads what its block left: the freeze has
+# seen every thread stopped before the first reading, so any run time at all is a thread that
+# was continued.
+FROZEN_READ_RUN_NS = 0
 # Regions and slots in the ring: a few, so that a call's region has stood a while before it is
 # written again (nothing depends on more than one).
 RING_REGIONS = 4
@@ -159,6 +163,7 @@ class Judge:
         self.checked = CheckedCalls(CHECKED_CALLS)
         self.shadow = CheckedCalls(CHECKED_CALLS)  # the reference's: copied alike, then thrown away
         self.block_id = 0
+        self.frozen_run: Optional[tuple[SideRun, dict[tuple[int, int], int]]] = None  # check_stood_frozen
         # The candidate's input comparisons queued during a block: (rank, call, input, flag).
         self.pending_changes: list[tuple[int, str, str, torch.Tensor]] = []
         self.quiet = quiet  # GPUs: the clock stops only once the side left no work on them
@@ -250,6 +255,10 @@ class Judge:
                 f"the {side}'s processes could not all be stopped after its calls (a process that cannot "
                 "be stopped keeps running while the other side is timed)"))
         frozen = time.perf_counter()
+        if side == "candidate":
+            # From here on the judge reads what the block left (the last call's outputs, the
+            # inputs), and nothing of the candidate may run meanwhile: ``check_stood_frozen``.
+            self.frozen_run = (run, run.thread_run_ns())
         if self.quiet is not None and (busy := self.quiet.wait(within_s)) is not None:
             raise DrivenFailure(side, make_failure(
                 FailureClass.PROTOCOL_VIOLATION,
@@ -291,6 +300,22 @@ class Judge:
                 f"rank {short} answered {what} after {answered[short] + 1} of its {last + 1} calls: the "
                 "harness answers a block after its last call", rank=short))
         return phases
+
+    def check_stood_frozen(self, what: str) -> None:
+        """The candidate's threads ran not at all since its last block's freeze, while the judge
+        read that block's outputs and inputs. A process continued by a SIGCONT it had a timer
+        send could otherwise rewrite the last call's slot, or its inputs, between the freeze and
+        those reads: the last call answered off the clock."""
+        if self.frozen_run is None:
+            return
+        run, before = self.frozen_run
+        self.frozen_run = None
+        if (ran := ran_since(before, run.thread_run_ns())) > FROZEN_READ_RUN_NS:
+            raise DrivenFailure("candidate", make_failure(
+                FailureClass.PROTOCOL_VIOLATION,
+                f"the candidate's threads ran for {ran / 1e3:.0f} us after they were stopped at the end of "
+                f"{what}, while the judge read its outputs (a process continued by a SIGCONT it had sent "
+                "itself, say: work after the answer, off the clock)"))
 
     # -- what the judge reads back ------------------------------------------------------------
     def check_inputs(self, written: list[list[WrittenCall]], what: list[str]) -> None:
@@ -404,8 +429,9 @@ class Judge:
             self.run_calls(run, None, "candidate", written, within_s=self.step_s, what=f"trial {index}",
                            builds=True)
             self.check_inputs(written, [f"trial {index}"])
-            self.save_outputs(f"trial{index}", [self.copy_outputs("candidate", rank, 0, f"trial {index}")
-                                                for rank in range(ranks)])
+            outputs = [self.copy_outputs("candidate", rank, 0, f"trial {index}") for rank in range(ranks)]
+            self.check_stood_frozen(f"trial {index}")
+            self.save_outputs(f"trial{index}", outputs)
             self.progress("candidate", "step", f"trial {index}")
 
     def progress(self, side: str, event: str, step: str) -> None:
@@ -453,6 +479,7 @@ class Judge:
                 on_called(rank, call)
         if side == "candidate":
             self.check_inputs(written, names)
+            self.check_stood_frozen(f"timed block {self.block_id}")
             kept = set(self.checked.kept)
             for call, (keep, dropped) in decided.items():
                 if dropped is not None and dropped < first_call:

@@ -228,4 +228,7 @@ def test_a_process_that_continues_itself_while_frozen_is_caught():
         assert report["timing"]["speedup"] < 1.0, report["timing"]["speedup"]
         return
     assert report["failure"]["failure_class"] == "protocol_violation", report["failure"]
-    assert "while they stood stopped, during the reference's" in report["failure"]["message"]
+    # Seen beside a reference block, or in the candidate's own windows after its answers, while
+    # the judge read its outputs (check_stood_frozen): either way it ran while stopped.
+    message = report["failure"]["message"]
+    assert "while they stood stopped, during the reference's" in message or "after they were stopped" in message
