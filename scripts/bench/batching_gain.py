@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import sys
 import tempfile
@@ -41,6 +40,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 sys.path.insert(0, str(Path(__file__).parent))
+import bench_ranks  # noqa: E402
 import provenance  # noqa: E402
 
 UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -51,19 +51,9 @@ def parse_size(text: str) -> int:
     return int(text[:-1]) * UNITS[text[-1]] if text[-1] in UNITS else int(text)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _rank(rank: int, args: argparse.Namespace, port: int, out: str) -> None:
     cuda = args.device == "cuda"
-    device = torch.device(f"cuda:{rank}" if cuda else "cpu")
-    if cuda:
-        torch.cuda.set_device(device)
-    dist.init_process_group("nccl" if cuda else "gloo", init_method=f"tcp://127.0.0.1:{port}",
-                            rank=rank, world_size=args.world_size, **({"device_id": device} if cuda else {}))
+    device = bench_ranks.join(rank, args.device, args.world_size, port)
 
     def sync() -> None:
         if cuda:
@@ -131,7 +121,7 @@ def main() -> None:
         os.environ[name] = "0" if name == "NCCL_NVLS_ENABLE" else "1"  # no NVLink multicast, ever
     with tempfile.TemporaryDirectory() as tmp:
         out = str(Path(tmp) / "rows")
-        mp.spawn(_rank, args=(args, _free_port(), out), nprocs=args.world_size, join=True)
+        mp.spawn(_rank, args=(args, bench_ranks.free_port(), out), nprocs=args.world_size, join=True)
         rows = json.loads(Path(out).read_text())
     print("\n".join(provenance.lines()))
     print(f"\nall-reduce, world size {args.world_size}, {args.device}; medians of {args.blocks} blocks, ms per call\n")

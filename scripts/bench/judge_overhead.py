@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import sys
 import tempfile
@@ -36,6 +35,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).parent)]
+import bench_ranks  # noqa: E402
 import provenance  # noqa: E402
 from evaluator.api import evaluate  # noqa: E402
 from evaluator.config import EvalConfig  # noqa: E402
@@ -43,20 +43,10 @@ from evaluator.rank_runner import build_groups  # noqa: E402
 from problems import get  # noqa: E402
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _bare_rank(rank: int, args: argparse.Namespace, port: int, out: str) -> None:
     """Rank ``rank`` of the bare loop: writes the per-rank medians (ms per call), without and with
     a barrier before each call, to ``out`` (rank 0)."""
-    device = torch.device(f"cuda:{rank}" if args.device == "cuda" else "cpu")
-    if args.device == "cuda":
-        torch.cuda.set_device(device)
-    dist.init_process_group("nccl" if args.device == "cuda" else "gloo", init_method=f"tcp://127.0.0.1:{port}",
-                            rank=rank, world_size=args.world_size)
+    device = bench_ranks.join(rank, args.device, args.world_size, port)
     problem = get(args.problem)
     groups = build_groups(problem, args.world_size, rank)
     inputs = problem.make_inputs(problem.case(args.world_size, args.size, None, rank=rank, seed=1, device=device))
@@ -95,7 +85,7 @@ def bare_loop(args: argparse.Namespace) -> tuple[float, float]:
     and with a barrier before each call."""
     with tempfile.TemporaryDirectory() as tmp:
         out = str(Path(tmp) / "bare.json")
-        mp.spawn(_bare_rank, args=(args, _free_port(), out), nprocs=args.world_size, join=True)
+        mp.spawn(_bare_rank, args=(args, bench_ranks.free_port(), out), nprocs=args.world_size, join=True)
         medians = json.loads(Path(out).read_text())["per_rank_median_ms"]
         return max(m[0] for m in medians), max(m[1] for m in medians)
 

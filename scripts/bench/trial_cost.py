@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import sys
 import tempfile
@@ -40,6 +39,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).parent)]
+import bench_ranks  # noqa: E402
 import provenance  # noqa: E402
 from evaluator.exact import exact_path, exact_with_band, save_exact  # noqa: E402
 from evaluator.rank_runner import _tensor_equal, _tensor_inputs, as_output_list, build_groups, save_outputs  # noqa: E402
@@ -48,23 +48,13 @@ from problems import get  # noqa: E402
 STAGES = ("inputs", "before", "exact", "call", "compare", "save", "residual")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def default_out_dir() -> str:
     """Where the evaluator's work folder goes (evaluator/api.py ``_workdir``): /dev/shm where it can."""
     return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
 
 
 def _rank(rank: int, args: argparse.Namespace, port: int, out: str) -> None:
-    device = torch.device(f"cuda:{rank}" if args.device == "cuda" else "cpu")
-    if args.device == "cuda":
-        torch.cuda.set_device(device)
-    dist.init_process_group("nccl" if args.device == "cuda" else "gloo", init_method=f"tcp://127.0.0.1:{port}",
-                            rank=rank, world_size=args.world_size)
+    device = bench_ranks.join(rank, args.device, args.world_size, port)
     problem = get(args.problem)
     groups = build_groups(problem, args.world_size, rank)
     folder = Path(args.out_dir or default_out_dir()) / f"trial_cost_{os.getpid()}"
@@ -116,7 +106,7 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Per rank: the median ms of each stage and the median bytes a trial wrote."""
     with tempfile.TemporaryDirectory() as tmp:
         out = str(Path(tmp) / "trial_cost.json")
-        mp.spawn(_rank, args=(args, _free_port(), out), nprocs=args.world_size, join=True)
+        mp.spawn(_rank, args=(args, bench_ranks.free_port(), out), nprocs=args.world_size, join=True)
         return json.loads(Path(out).read_text())
 
 

@@ -148,31 +148,23 @@ def test_a_candidate_cannot_have_its_own_failure_reported_as_ours():
 # -- the fourth red-team pass (2026-11-28) ------------------------------------------------------
 
 @WITHIN_ITS_OWN_PROCESS
-def test_call_claims_outside_a_block_end_the_side_and_are_not_kept():
+@pytest.mark.parametrize("attack, says", [
     # "called" lines with the token, sent from import for 15 s, each naming a block of 4000
     # digits: the judge kept them all until a block began (284 MiB of its memory in those 15 s,
     # the start-up allowance is 840 s). The harness claims calls only inside a block.
-    import resource
-
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    report = run("floods_call_claims", timing=False)
-    assert report["verdict"] == "fail"
-    assert report["failure"]["failure_class"] == "protocol_violation", report["failure"]
-    assert "a 'called' message for no call" in report["failure"]["message"]
-    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100 * 1024  # KiB
-
-
-@WITHIN_ITS_OWN_PROCESS
-def test_answers_to_a_block_its_peer_holds_open_are_not_kept():
+    ("floods_call_claims", "a 'called' message for no call"),
     # Rank 0 answered its first trial's block 600 times while rank 1 slept in it, each answer
     # naming a new task of half a MiB: the judge listed every task as a step (307 MiB).
+    ("floods_block_answers", "twice"),
+])
+def test_messages_a_judged_rank_floods_end_the_side_and_are_not_kept(attack, says):
     import resource
 
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    report = run("floods_block_answers", timing=False)
+    report = run(attack, timing=False)
     assert report["verdict"] == "fail"
     assert report["failure"]["failure_class"] == "protocol_violation", report["failure"]
-    assert "twice" in report["failure"]["message"]
+    assert says in report["failure"]["message"]
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100 * 1024  # KiB
 
 
