@@ -3,6 +3,7 @@ of its own (no sandbox, no judge), NCCL on GPUs and gloo on the processor."""
 
 from __future__ import annotations
 
+import argparse
 import socket
 
 import torch
@@ -24,3 +25,11 @@ def join(rank: int, device_kind: str, world_size: int, port: int) -> torch.devic
     dist.init_process_group("nccl" if cuda else "gloo", init_method=f"tcp://127.0.0.1:{port}",
                             rank=rank, world_size=world_size, **({"device_id": device} if cuda else {}))
     return device
+
+
+def setting_arguments(parser: argparse.ArgumentParser) -> None:
+    """What a benchmark's ranks run: a problem, at a size, on so many ranks of a device kind."""
+    parser.add_argument("--problem", default="all-reduce")
+    parser.add_argument("--world-size", type=int, default=2)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--size", default="small")

@@ -117,10 +117,7 @@ def phases_text(phases: dict[str, Any] | None) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--problem", default="all-reduce")
-    parser.add_argument("--world-size", type=int, default=2)
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    parser.add_argument("--size", default="small")
+    bench_ranks.setting_arguments(parser)
     parser.add_argument("--gpu-judge", choices=("outside", "ranks"), default="outside")
     parser.add_argument("--judge-release", choices=("call", "block"), default="call",
                         help="the judge outside: inputs released call by call or by block (docs/judge.md)")

@@ -122,10 +122,7 @@ def table(ranks: list[dict[str, Any]]) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--problem", default="all-reduce")
-    parser.add_argument("--world-size", type=int, default=2)
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    parser.add_argument("--size", default="small")
+    bench_ranks.setting_arguments(parser)
     parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--out-dir", help="where the trials' files go (default: where the evaluator's "
