@@ -255,10 +255,6 @@ class Judge:
                 f"the {side}'s processes could not all be stopped after its calls (a process that cannot "
                 "be stopped keeps running while the other side is timed)"))
         frozen = time.perf_counter()
-        if side == "candidate":
-            # From here on the judge reads what the block left (the last call's outputs, the
-            # inputs), and nothing of the candidate may run meanwhile: ``check_stood_frozen``.
-            self.frozen_run = (run, run.thread_run_ns())
         if self.quiet is not None and (busy := self.quiet.wait(within_s)) is not None:
             raise DrivenFailure(side, make_failure(
                 FailureClass.PROTOCOL_VIOLATION,
@@ -266,6 +262,12 @@ class Judge:
                 f"{what} and its processes were stopped (no side may run while the other is timed)"))
         phases = BlockPhases(last + 1, thawed - started, answered - thawed, frozen - answered,
                              time.perf_counter() - frozen, releasing)
+        if side == "candidate":
+            # The clock has stopped. From here on the judge reads what the block left (the last
+            # call's outputs, the inputs), and nothing of the candidate may run meanwhile
+            # (``check_stood_frozen``). Read before the clock stopped, it would have put the
+            # judge's own /proc reads on the candidate's clock alone.
+            self.frozen_run = (run, run.thread_run_ns())
         if watched is not None and (used := watched.cpu_seconds() - frozen_cpu) >= FROZEN_CPU_S:
             raise DrivenFailure("candidate", make_failure(
                 FailureClass.PROTOCOL_VIOLATION,

@@ -35,6 +35,7 @@ class StandInRanks:
     def thaw(self) -> None: ...
     def freeze(self) -> bool: return True
     def cpu_seconds(self) -> float: return 0.0
+    def thread_run_ns(self) -> dict[tuple[int, int], int]: return {}
     def waiting(self) -> bool: return self.done
 
     def command_each(self, payloads: list[dict[str, Any]], **_: Any) -> None:

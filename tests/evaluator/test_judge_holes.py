@@ -213,14 +213,22 @@ def test_a_process_that_continues_itself_while_frozen_is_caught():
     # A helper's timer sent it SIGCONT every 10 ms; woken while its rank stood stopped it spun
     # 2 ms and stopped itself again: a few ms beside each reference block, under the 20 ms that
     # /proc's ticks could show, and the candidate passed. Threads' run times are now read in ns.
-    report = run("wakes_itself_while_frozen")
-    if report["verdict"] == "pass":
-        # Its wake-ups can miss the reference's blocks (unconfined, the freeze's sweep and its
-        # timer fight: its own blocks slowed to 0.26x once). Then it gained nothing.
-        assert report["timing"]["speedup"] < 1.0, report["timing"]["speedup"]
-        return
-    assert report["failure"]["failure_class"] == "protocol_violation", report["failure"]
-    # Seen beside a reference block, or in the candidate's own windows after its answers, while
-    # the judge read its outputs (check_stood_frozen): either way it ran while stopped.
-    message = report["failure"]["message"]
-    assert "while they stood stopped, during the reference's" in message or "after they were stopped" in message
+    # Its wake-ups can miss every window the judge watches (unconfined, the freeze's sweep and
+    # its timer fight), and a run it misses is an honest copy whose CPU ratio is noise (1.22x
+    # once in a loaded make test): so the check must catch it within three runs, and every run it
+    # does not catch must be a pass that gained nothing beyond this host's noise.
+    missed = []
+    for _ in range(3):
+        report = run("wakes_itself_while_frozen")
+        if report["verdict"] == "pass":
+            missed.append(report["timing"]["speedup"])
+            continue
+        assert report["failure"]["failure_class"] == "protocol_violation", report["failure"]
+        # Seen beside a reference block, or in the candidate's own windows after its answers,
+        # while the judge read its outputs (check_stood_frozen): either way it ran while stopped.
+        message = report["failure"]["message"]
+        assert "while they stood stopped, during the reference's" in message or "after they were stopped" in message
+        break
+    else:
+        pytest.fail(f"three runs, none caught: speedups {missed}")
+    assert all(speedup < 1.5 for speedup in missed), missed
