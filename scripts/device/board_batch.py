@@ -65,7 +65,7 @@ class Portal:
         with tarfile.open(fileobj=buf, mode="w:gz") as tar:
             for name in names:
                 tar.add(str(directory / name), arcname=f"{directory.name}/{name}", recursive=False)
-        for attempt in range(6):
+        for _ in range(6):
             r = self.session.post(f"{self.url}/api/v1/runs/pkb-import/" + ("?dry_run=1" if dry else ""),
                                   data={"hardware": hardware, "directory": directory.name},
                                   files={"archive": ("d.tar.gz", buf.getvalue())}, timeout=120)
