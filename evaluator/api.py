@@ -48,10 +48,9 @@ from .sandbox import unavailable_reason
 from .hardware import clocks
 from .hardware.affinity import rank_cpus
 from .judge.buffers import RankBuffers, output_bound
-from .judge.driver import (FROZEN_RUN_NS, Judge, JudgedTimer, calls_per_block, hold_budget,
-                           pass_probability_bound, phase_summary)
+from .judge.driver import (FROZEN_RUN_NS, Judge, JudgedTimer, calls_per_block, check_stood_still,
+                           hold_budget, pass_probability_bound, phase_summary)
 from .judge.inputs import InputMaker, output_capacity
-from .judge.liveness import ran_since
 from .judge.quiet import DeviceQuiet
 from .phase_clock import PhaseClock
 from .static_checks import read_solution, resolve_dtype, static_failure
@@ -397,12 +396,9 @@ class Evaluation:
             started["reference"] = reference
             wait_started("reference", started)
         finally:
-            if (ran := ran_since(before, candidate.thread_run_ns())) >= FROZEN_RUN_NS:
-                raise DrivenFailure("candidate", make_failure(
-                    FailureClass.PROTOCOL_VIOLATION,
-                    f"the candidate's threads ran for {ran / 1e6:.1f} ms while they stood stopped, during the "
-                    "reference's start-up (a process continued by a SIGCONT it had sent itself, say: work "
-                    "that escapes the freeze runs beside the other side)"))
+            check_stood_still(before, candidate.thread_run_ns(), FROZEN_RUN_NS,
+                              "while they stood stopped, during the reference's start-up",
+                              "work that escapes the freeze runs beside the other side")
 
     def run_timed(self, workdir: Path) -> Report:
         assert self.timing is not None

@@ -62,9 +62,9 @@ FROZEN_CPU_S = 0.02
 # finished stopping.
 FROZEN_RUN_NS = 1_000_000
 # The same after a side's own freeze, while the judge reads what its block left: the freeze has
-# seen every thread stopped before the first reading, so any run time at all is a thread that
-# was continued.
-FROZEN_READ_RUN_NS = 0
+# seen every thread stopped before the first reading, so any run time at all (a nanosecond) is a
+# thread that was continued.
+FROZEN_READ_RUN_NS = 1
 # Regions and slots in the ring: a few, so that a call's region has stood a while before it is
 # written again (nothing depends on more than one).
 RING_REGIONS = 4
@@ -134,6 +134,18 @@ def hold_budget(device: str, world_size: int) -> int:
 
 def pass_probability_bound(checked: int, honest_fraction: float) -> float:
     return honest_fraction ** checked
+
+
+def check_stood_still(before: dict[tuple[int, int], int], after: dict[tuple[int, int], int], limit_ns: int,
+                      when: str, gain: str) -> None:
+    """The candidate's protocol_violation if its threads ran ``limit_ns`` or more between two
+    readings (``liveness.thread_run_ns``) taken while it stood stopped: ``when`` says where that
+    was, ``gain`` what such work wins."""
+    if (ran := ran_since(before, after)) >= limit_ns:
+        raise DrivenFailure("candidate", make_failure(
+            FailureClass.PROTOCOL_VIOLATION,
+            f"the candidate's threads ran for {ran / 1e6:.3f} ms {when} (a process continued by a SIGCONT "
+            f"it had sent itself, say: {gain})"))
 
 
 class Judge:
@@ -279,12 +291,10 @@ class Judge:
                 FailureClass.PROTOCOL_VIOLATION,
                 f"{ended} of the candidate's threads ended while they stood stopped, during the reference's "
                 f"{what} (a process killed by a timer it armed, say: its exit runs beside the other side)"))
-        if watched is not None and (ran := ran_since(frozen_run, after_run)) >= FROZEN_RUN_NS:
-            raise DrivenFailure("candidate", make_failure(
-                FailureClass.PROTOCOL_VIOLATION,
-                f"the candidate's threads ran for {ran / 1e6:.1f} ms while they stood stopped, during the "
-                f"reference's {what} (a process continued by a SIGCONT it had sent itself, say: work that "
-                "escapes the freeze runs beside the other side)"))
+        if watched is not None:
+            check_stood_still(frozen_run, after_run, FROZEN_RUN_NS,
+                              f"while they stood stopped, during the reference's {what}",
+                              "work that escapes the freeze runs beside the other side")
         if (twice := answered_twice(run)) is not None:
             raise DrivenFailure(side, twice)
         if by_block:
@@ -312,12 +322,9 @@ class Judge:
             return
         run, before = self.frozen_run
         self.frozen_run = None
-        if (ran := ran_since(before, run.thread_run_ns())) > FROZEN_READ_RUN_NS:
-            raise DrivenFailure("candidate", make_failure(
-                FailureClass.PROTOCOL_VIOLATION,
-                f"the candidate's threads ran for {ran / 1e3:.0f} us after they were stopped at the end of "
-                f"{what}, while the judge read its outputs (a process continued by a SIGCONT it had sent "
-                "itself, say: work after the answer, off the clock)"))
+        check_stood_still(before, run.thread_run_ns(), FROZEN_READ_RUN_NS,
+                          f"after they were stopped at the end of {what}, while the judge read its outputs",
+                          "work after the answer, off the clock")
 
     # -- what the judge reads back ------------------------------------------------------------
     def check_inputs(self, written: list[list[WrittenCall]], what: list[str]) -> None:
