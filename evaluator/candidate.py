@@ -78,9 +78,12 @@ def classify_exception(exc: BaseException, *, during: str) -> CandidateError:
     if isinstance(exc, CandidateError):
         return exc
     if type(exc).__name__ == "CompileError":
+        # An empty output stays empty: it marks the rank that found no library because another
+        # rank's build failed, and the side's diagnosis then reports the rank whose output is set.
+        # Filling it with the message hid that (whichever rank spoke first was reported).
+        output = getattr(exc, "compiler_output", None)
         return CandidateError(FailureClass.COMPILE_ERROR, f"compile error while {during}: {exc}",
-                              traceback=text,
-                              compiler_output=getattr(exc, "compiler_output", None) or str(exc))
+                              traceback=text, compiler_output=str(exc) if output is None else output)
     if _is_out_of_memory(exc):
         return CandidateError(FailureClass.OUT_OF_MEMORY, f"out of memory while {during}: "
                               f"{_first_line(exc)}", traceback=text)

@@ -79,6 +79,14 @@ def test_a_failed_torch_extension_build_becomes_a_compile_error_with_the_compile
     assert "error: expected ')'" in info.value.compiler_output
 
 
+def test_the_rank_that_ran_the_compiler_is_the_one_reported_whichever_speaks_first():
+    report = run("compiler_output_arrives_second")
+    failure = report["failure"]
+    assert failure["failure_class"] == "compile_error", failure
+    assert failure["rank"] == 1, failure["message"]
+    assert "error: expected ')'" in failure["compiler_output"]
+
+
 @pytest.mark.slow
 # Only make test-long runs it, both ways: g++ parsing torch's headers before it reaches the error
 # is the costliest single step of make test (37 s of a 2-core host's time, 2026-11-27). The
