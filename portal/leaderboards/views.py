@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
@@ -21,9 +22,10 @@ def runs_tables(hardware: Hardware) -> list:
 def seeded_runs(hardware: Hardware) -> list:
     """Runs seeded from committed results (portal/runs/board_seed.py): the page says where
     their numbers come from."""
-    from portal.runs.models import Run
+    from portal.runs.models import Run, RunSample
 
     return list(Run.objects.filter(hardware=hardware).exclude(seeded_from="")
+                .annotate(evaluated=Count("samples", filter=Q(samples__status=RunSample.ACCEPTED)))
                 .select_related("model").order_by("pk"))
 
 

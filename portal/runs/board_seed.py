@@ -41,6 +41,7 @@ from portal.submissions.models import Status, Submission
 from portal.submissions.services import get_model, next_attempt
 
 from .archives import Entry
+from .board_plan import planned_counts
 from .models import Run, RunSample
 from .pkb import names
 from .pkb.adapters import adapter_for
@@ -81,6 +82,11 @@ def load_rows(path: Path) -> dict[str, dict[str, Any]]:
 
 def seed_board(directory: Path, root: Path, pkb_dirs: Path | None = None) -> BoardSeed:
     result = BoardSeed()
+    try:
+        planned = planned_counts(directory)
+    except ValueError as exc:  # the runs still seed, without saying how much is left
+        result.errors.append(str(exc))
+        planned = {}
     for path in sorted(directory.glob(RESULTS_GLOB)) if directory.is_dir() else []:
         rel = str(path.relative_to(root) if path.is_relative_to(root) else path)
         try:
@@ -93,7 +99,7 @@ def seed_board(directory: Path, root: Path, pkb_dirs: Path | None = None) -> Boa
             groups[(row["directory"], row["hardware"])].append(row)
         for (run_dir, hardware), group in sorted(groups.items()):
             try:
-                run = _run_for(rel, run_dir, hardware, group, result)
+                run = _run_for(rel, run_dir, hardware, group, planned.get(run_dir), result)
             except ValueError as exc:
                 result.errors.append(f"{rel} {run_dir}: {exc}")
                 continue
@@ -133,7 +139,7 @@ def provenance_note(run_dir: str, hardware: Hardware, rows: list[dict[str, Any]]
 
 
 def _run_for(rel: str, run_dir: str, hardware_slug: str, rows: list[dict[str, Any]],
-             result: BoardSeed) -> Run:
+             planned: int | None, result: BoardSeed) -> Run:
     """The run of one directory on one hardware, with the fields ``runs/pkb-import/`` gives it."""
     hardware = Hardware.objects.filter(slug=hardware_slug).first()
     if hardware is None:
@@ -147,11 +153,14 @@ def _run_for(rel: str, run_dir: str, hardware_slug: str, rows: list[dict[str, An
             owner=system_user(), model=get_model(parsed.model, parsed.provider),
             provider=parsed.provider[:100], sampling={}, hardware=hardware, k=1, note=note,
             backend="cuda" if parsed.backend == "parallelkittens" else parsed.backend,
-            precision=parsed.precision, imported_from=run_dir[:300], seeded_from=rel[:300])
+            precision=parsed.precision, imported_from=run_dir[:300], seeded_from=rel[:300],
+            files_planned=planned)
         result.runs_created.append(f"{rel} {run_dir}")
-    elif run.note != note:  # a later batch added lines: the provenance covers them too
-        run.note = note
-        run.save(update_fields=["note"])
+    else:  # a later batch added lines, or the plan changed: the run says so
+        planned = run.files_planned if planned is None else planned  # no word: left as it was
+        if (run.note, run.files_planned) != (note, planned):
+            run.note, run.files_planned = note, planned
+            run.save(update_fields=["note", "files_planned"])
     return run
 
 

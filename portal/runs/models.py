@@ -36,6 +36,10 @@ class Run(models.Model):
     seeded_from = models.CharField(max_length=300, blank=True,
                                    help_text="the committed results file it was seeded from "
                                              "(portal/runs/board_seed.py); blank: a run made here")
+    files_planned = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="how many files of its directory the import accepts (docs/measurements/board/"
+                  "plan.json); set on seeded runs, whose board may not have reached them all yet")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -130,7 +130,7 @@ def runs_table(runs: list[Run]) -> Table:
                Column("problems", "Problems", "int"), Column("correct", "Correct", "int")]
     columns += [Column(f"fast_{p:g}".replace(".", "_"), f"fast_{p:g}", "pct") for p in scoring.SCORED_P]
     columns += [Column("pass_at_k", "pass@k", "pct"), Column("fast_1_at_k", "fast_1@k", "pct"),
-                Column("complete", "Complete")]
+                Column("evaluated", "Evaluated")]
     rows = []
     for run in runs:
         result = scoring.scores(run)
@@ -139,12 +139,24 @@ def runs_table(runs: list[Run]) -> Table:
                "backend": run.backend, "precision": run.precision, "k": run.k,
                "problems": s["problems"], "correct": s["correct"],
                "pass_at_k": s["pass_at_k"][str(run.k)], "fast_1_at_k": s["fast_1_at_k"][str(run.k)],
-               "complete": "yes" if result["complete"] else f"{result['pending']} pending"}
+               "evaluated": evaluated(result)}
         row.update({f"fast_{p}".replace(".", "_"): v for p, v in s["fast_p"].items()})
         rows.append((_run_rank(run, row), row))
     rows.sort(key=lambda pair: pair[0])
     return Table("runs", "Runs (scored over each run's own problems)", columns,
                  [row for _, row in rows], note=_runs_note(runs))
+
+
+def evaluated(result: dict[str, Any]) -> str:
+    """How much of the run has a verdict: its jobs still queued or running, else, for a seeded
+    run whose board has not reached its whole directory, how many of the directory's files
+    (a bare "all" there read as a finished directory while the board was a third done)."""
+    if not result["complete"]:
+        return f"{result['pending']} pending"
+    planned = result.get("files_planned")
+    if planned and result["samples"] < planned:
+        return f"{result['samples']} of {planned} files"
+    return "all"
 
 
 def _runs_note(runs: list[Run]) -> str:

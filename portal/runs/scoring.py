@@ -90,6 +90,9 @@ def scores(run: Run) -> dict[str, Any]:
     state = progress(run, samples)
     return {"run": run.pk, "model": run.model.name, "hardware": run.hardware.slug, "k": run.k,
             "complete": state["done"], "pending": state["queued"] + state["running"],
+            # A seeded run may hold part of its directory so far: "complete" is of its jobs,
+            # these two say how much of the directory they are (null: a run made here).
+            "samples": state["samples"], "files_planned": run.files_planned,
             "run_problems": _scope(run, own, mine),
             "suite": _scope(run, attempts, {slug: cats for slug, cats in suite.items()})}
 

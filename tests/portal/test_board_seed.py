@@ -26,6 +26,7 @@ pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).parents[2]
 BOARD = ROOT / "docs" / "measurements" / "board"
 RESULTS = BOARD / "h100-x2-nvlink-results.jsonl"
+PLAN = json.loads((BOARD / "plan.json").read_text())
 
 
 @pytest.fixture
@@ -83,7 +84,9 @@ def check_board_page(results: Path) -> None:
         for p in SCORED_P:
             assert row[f"fast_{p:g}".replace(".", "_")] == pytest.approx(expected_fast_p(rows, p))
         assert row["fast_1_at_k"] == pytest.approx(expected_fast_p(rows, 1.0))
-        assert row["complete"] == "yes"
+        planned = len(PLAN["directories"][directory])
+        assert run.files_planned == planned
+        assert row["evaluated"] == ("all" if len(rows) == planned else f"{len(rows)} of {planned} files")
         for fact in {r["git"] for r in rows} | {r["host"] for r in rows}:
             assert fact in page
         assert f'href="/runs/{run.pk}/"' in page
@@ -161,3 +164,44 @@ def test_results_of_hardware_without_a_profile_are_refused_by_name(tmp_path: Pat
     result = seed_board(tmp_path, tmp_path)
     assert len(result.errors) == 1 and "no hardware 'h999-x2'" in result.errors[0]
     assert "hardware/h999-x2.json" in result.errors[0] and not Run.objects.exists()
+
+
+def test_every_committed_result_is_a_file_the_plan_lists() -> None:
+    """The plan (python manage.py board_plan) and the batches' results name the same files: a
+    result outside it would make a run's "N of M files" wrong."""
+    assert PLAN["files"] == sum(len(files) for files in PLAN["directories"].values())
+    for results in committed_results():
+        for row in load_rows(results).values():
+            assert row["file"] in PLAN["directories"][row["directory"]], row["key"]
+
+
+@pytest.mark.slow
+def test_a_run_whose_board_is_unfinished_says_how_much_of_its_directory_it_holds(
+        catalog: None, tmp_path: Path) -> None:
+    board = tmp_path / "docs" / "measurements" / "board"
+    board.mkdir(parents=True)
+    all_lines = RESULTS.read_text().splitlines(keepends=True)
+    directory = json.loads(all_lines[0])["directory"]
+    lines = [line for line in all_lines if json.loads(line)["directory"] == directory]
+    (board / RESULTS.name).write_text("".join(lines[:3]))
+    (board / "plan.json").write_text(json.dumps({"directories": {directory: [f"{i}_x.py" for i in range(25)]}}))
+    assert not seed_board(board, tmp_path).errors
+    run = Run.objects.get()
+    assert run.files_planned == 25
+    assert presenters.runs_table([run]).rows[0]["evaluated"] == "3 of 25 files"
+    page = Client().get(f"/runs/{run.pk}/").content.decode()
+    assert "3 of the 25 files its directory plans have been evaluated" in page
+    board_page = Client().get("/leaderboard/", {"hardware": run.hardware.slug}).content.decode()
+    assert "3 of the 25 files its directory plans evaluated so far" in board_page
+
+    # A plan that cannot be read is named; the runs still seed and keep what they knew.
+    (board / "plan.json").write_text('{"directories": ["not", "a", "mapping"]}')
+    (board / RESULTS.name).write_text("".join(lines[:4]))
+    later = seed_board(board, tmp_path)
+    assert len(later.errors) == 1 and "plan.json: not a board plan" in later.errors[0]
+    assert len(later.added) == 1 and Run.objects.get().files_planned == 25
+
+    # A run with every planned file says "all", as one made here does once its jobs are done.
+    (board / "plan.json").write_text(json.dumps({"directories": {directory: ["a.py", "b.py", "c.py", "d.py"]}}))
+    assert not seed_board(board, tmp_path).errors
+    assert presenters.runs_table([Run.objects.get()]).rows[0]["evaluated"] == "all"

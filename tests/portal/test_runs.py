@@ -339,3 +339,16 @@ def test_runs_on_cpu_are_ranked_by_problems_solved_not_by_speedup(
     assert body["rows"][1]["fast_1"] > body["rows"][0]["fast_1"]  # what ranked it first before
     page = client.get(f"/leaderboard/?hardware={cpu_hardware.slug}").content.decode()
     assert "Ranked by problems solved, then pass@k" in page
+
+
+def test_the_board_plan_lists_what_the_dry_import_accepts(owner_api: Any, cpu_hardware: Any, catalog: None,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from portal.runs.board_plan import make_plan
+
+    monkeypatch.setattr("portal.runs.pkb.importer.pkb_index", lambda: TEST_PKB_INDEX)
+    r = owner_api.post("/api/v1/runs/pkb-import/?dry_run=1", {
+        "archive": _upload("d.zip", pack(pkb_files())), "hardware": cpu_hardware.slug}, format="multipart")
+    accepted = sorted(f["name"] for f in r.json()["files"] if f["status"] == "accepted")
+    plan = make_plan(PKB_DIR.parent, "test data", "abc1234")
+    # The ParallelKittens directory beside it has nothing importable: not planned, as batches skip it.
+    assert plan["directories"] == {PKB_DIR.name: accepted} and plan["files"] == len(accepted) == 9
