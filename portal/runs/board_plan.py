@@ -4,7 +4,7 @@ The board's results arrive in batches (``scripts/device/board_batch.sh``), so fo
 run holds only the files evaluated so far. The plan lists, per ParallelKernelBench directory,
 every file the import accepts, as the batches' dry import finds them, so that a run page can say
 "20 of 40 files" instead of looking finished. It is made where the directories are at hand
-(``python manage.py board_plan``) and committed; seeding reads it on machines that lack them.
+(``.venv/bin/python manage.py board_plan``) and committed; seeding reads it on machines that lack them.
 """
 
 from __future__ import annotations
@@ -50,4 +50,4 @@ def planned_counts(board: Path) -> dict[str, int]:
                 if isinstance(files, list)}
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"{PLAN_NAME}: not a board plan ({type(exc).__name__}: {exc}); remake it "
-                         "with python manage.py board_plan") from None
+                         "with .venv/bin/python manage.py board_plan") from None
