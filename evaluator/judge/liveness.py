@@ -65,14 +65,19 @@ def thread_run_ns(pids: Iterable[int]) -> dict[tuple[int, int], int]:
     run: dict[tuple[int, int], int] = {}
     for pid in pids:
         try:
-            with open(f"/proc/{pid}/stat", "rb") as handle:
-                if handle.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X"):
-                    continue  # exited already: its time is final, and a reaper may take it any time
             tids = os.listdir(f"/proc/{pid}/task")
-        except (OSError, IndexError):
+        except OSError:
             continue
         for tid in tids:
+            # Each thread's own state, not the process's: /proc/PID/stat describes the process by
+            # its main thread, which says Z once it has ended alone while other threads go on (red
+            # team, hides_behind_an_exited_main_thread: a helper whose main thread had exited ran
+            # beside the reference unread). A thread that has exited is passed over: its time is
+            # final, and a reaper may take it any time.
             try:
+                with open(f"/proc/{pid}/task/{tid}/stat", "rb") as handle:
+                    if handle.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X"):
+                        continue
                 with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as handle:
                     run[(pid, int(tid))] = int(handle.read().split()[0])
             except (OSError, IndexError, ValueError):

@@ -232,3 +232,16 @@ def test_a_process_that_continues_itself_while_frozen_is_caught():
     else:
         pytest.fail(f"three runs, none caught: speedups {missed}")
     assert all(speedup < 1.5 for speedup in missed), missed
+
+
+# -- the fifth red-team pass (2026-11-28) -------------------------------------------------------
+
+def test_a_process_whose_main_thread_has_exited_is_read_while_frozen():
+    # A helper whose main thread had ended alone (its /proc/PID/stat then says Z) was passed over
+    # as exited, its living threads with it: continued by its SIGCONT timers it ran beside the
+    # reference unread, and passed (4 runs of 5). Threads are now read by their own state.
+    report = run("hides_behind_an_exited_main_thread")
+    assert report["verdict"] == "fail", (report.get("timing") or {}).get("speedup")
+    assert report["failure"]["failure_class"] == "protocol_violation", report["failure"]
+    message = report["failure"]["message"]
+    assert "while they stood stopped" in message or "after they were stopped" in message, message
