@@ -56,3 +56,17 @@ def test_the_fixed_cost_of_the_smallest_size_is_taken_off_large_messages_only() 
     assert found == ["| all-reduce: all_reduce_two_shot | 2 | 64 MiB | 0.100 | 0.500 | 64% | 80% | 0.200 | 0.600 | 53% | 80% |"]
     no_small_size = {("all-reduce", "x", 2): {"points": [point(64 << 20, 0.5, 0.6, 0.32), point(256 << 20, 1.5, 1.6, 1.2)]}}
     assert kernels_doc.fixed_cost_section(no_small_size) == []
+
+
+def test_a_failed_report_keeps_its_plan_line_open_with_the_reason(monkeypatch) -> None:
+    monkeypatch.setattr(kernels_doc, "planned", lambda: [(2, "eval", "all-reduce", "solutions/symm_mem/all_reduce_two_shot.py"),
+                                                         (2, "eval", "all-gather", "solutions/symm_mem/all_gather_one_kernel.py"),
+                                                         (4, "eval", "all-reduce", "solutions/symm_mem/all_reduce_two_shot.py")])
+    failed = {"verdict": "fail", "started_at": "2026-11-28T05:27:00",
+              "failure": {"failure_class": "resource_limit", "message": "the side filled its 8.0 GiB of disk"}}
+    evals = {("all-reduce", "all_reduce_two_shot", 2): failed,
+             ("all-gather", "all_gather_one_kernel", 2): {**evaluation(0.5), "started_at": "2026-11-28T05:28:00"}}
+    lines = [line for line in kernels_doc.not_measured(evals, {}) if line.startswith("- ")]
+    assert lines == ["- x2 eval all-reduce `solutions/symm_mem/all_reduce_two_shot.py` (the last run, 2026-11-28T05:27, "
+                     "failed: resource_limit: the side filled its 8.0 GiB of disk)",
+                     "- x4 eval all-reduce `solutions/symm_mem/all_reduce_two_shot.py`"]
