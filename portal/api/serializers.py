@@ -186,9 +186,10 @@ class SubmissionDetailSerializer(SubmissionSerializer):
 
 class WorkerBodySerializer(serializers.Serializer):
     """What a worker posts carries the candidate's own text (its exception, its output, the
-    steps its ranks name), and PostgreSQL's text and jsonb cannot hold U+0000: each NUL becomes
-    U+FFFD before anything is checked or stored, so a candidate's NUL can neither get the
-    worker's post refused nor fail the save of its verdict."""
+    steps its ranks name), and PostgreSQL's text and jsonb cannot hold U+0000 or a lone
+    surrogate: each becomes U+FFFD before anything is checked or stored, so a candidate's text
+    can neither get the worker's post refused nor fail the save of its verdict (a 500 there
+    held the worker in its retries and left the job to the reaper, uncounted)."""
 
     def to_internal_value(self, data: Any) -> Any:
         return super().to_internal_value(without_nul(data))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -198,11 +199,16 @@ def looks_like_report(data: Any) -> bool:
             and data.get("schema") != "pkb-sweep")
 
 
+# A lone UTF-16 surrogate: JSON may carry one ("\ud800", as json.dumps writes a candidate's
+# `raise RuntimeError("\ud800")`) but it is no character, and UTF-8 (PostgreSQL) cannot hold it.
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def without_nul(value: Any) -> Any:
-    """``value`` (JSON: dicts, lists, strings, numbers) with every U+0000 in its strings and keys
-    replaced by U+FFFD, which PostgreSQL can store."""
+    """``value`` (JSON: dicts, lists, strings, numbers) with every U+0000 and every lone
+    surrogate in its strings and keys replaced by U+FFFD, which PostgreSQL can store."""
     if isinstance(value, str):
-        return value.replace("\x00", "\ufffd")
+        return LONE_SURROGATE.sub("\ufffd", value.replace("\x00", "\ufffd"))
     if isinstance(value, dict):
         return {without_nul(key): without_nul(item) for key, item in value.items()}
     if isinstance(value, list):
