@@ -59,3 +59,46 @@ def test_a_lone_surrogate_a_candidate_raised_is_stored_replaced_and_the_failure_
     assert sub.progress == ""
     # A pair in JSON is one character, not two surrogates: it stays.
     assert without_nul(json.loads('["\\ud83d\\ude00", {"\\udc80": 1}]')) == ["\U0001f600", {"\ufffd": 1}]
+
+
+def empty_members_xz(count: int) -> bytes:
+    """A .tar.xz of ``count`` empty members: xz packs 200,000 of their headers in about 15 KB."""
+    info = tarfile.TarInfo("all-reduce.py")
+    info.size = 0
+    header = info.tobuf(tarfile.USTAR_FORMAT)
+    xz = lzma.LZMACompressor(preset=1)
+    packed = b"".join(xz.compress(header * 10_000) for _ in range(count // 10_000))
+    return packed + xz.compress(b"\0" * 1024) + xz.flush()
+
+
+def test_an_archive_of_a_million_empty_members_is_refused_at_the_limit_not_after_reading_them_all(
+        owner_api: Any, cpu_hardware: Any, all_reduce: Any, no_dispatch: list[int]) -> None:
+    # Every header was read (tarfile.getmembers) before the count was checked: 150 KB of xz with
+    # 2,000,000 members held a web process 39 s and 1.1 GB to refuse it, and 32 MiB of it
+    # (PKB_RUN_MAX_ARCHIVE_BYTES) would hold 200 times that. Now the count stops the reading.
+    run = owner_api.post("/api/v1/runs/", {"model": "m", "hardware": cpu_hardware.slug, "k": 1},
+                         format="json").json()
+    bomb = empty_members_xz(1_000_000)
+    assert len(bomb) < 100_000
+    started = time.monotonic()
+    r = owner_api.post(f"/api/v1/runs/{run['id']}/samples/",
+                       {"archive": io.BytesIO(bomb)}, format="multipart")
+    took = time.monotonic() - started
+    assert r.status_code == 413 and r.json()["error"]["code"] == "too_many_files"
+    assert took < 3.0, f"{took:.1f} s to refuse it"
+
+
+def test_a_member_that_declares_more_than_the_unpacked_limit_is_refused_before_its_data_is_read(
+        settings: Any) -> None:
+    from portal.runs.archives import read_archive
+    from portal.submissions.validation import SubmissionError
+
+    # One member says 1 GiB follows (and 2 MiB of zeros do, then the archive ends): the limit is
+    # passed at its header, so nothing is decompressed past it.
+    settings.PKB_RUN_MAX_UNPACKED_BYTES = 1 << 20
+    info = tarfile.TarInfo("all-reduce.py")
+    info.size = 1 << 30
+    raw = lzma.compress(info.tobuf(tarfile.USTAR_FORMAT) + b"\0" * (2 << 20))
+    with pytest.raises(SubmissionError) as refused:
+        read_archive(raw)
+    assert refused.value.code == "archive_too_large"
