@@ -5,14 +5,22 @@ climb out. A bad archive is refused whole; a bad entry is refused alone, with it
 from __future__ import annotations
 
 import io
+import lzma
 import posixpath
 import tarfile
 import zipfile
+import zlib
 from dataclasses import dataclass
 
 from django.conf import settings
 
 from portal.submissions.validation import SubmissionError
+
+
+# What a damaged archive raises besides the formats' own errors (a bad CRC, an encrypted entry,
+# an unknown compression method, a cut stream): each was a 500 before; they are a bad archive.
+STREAM_DAMAGE = (EOFError, OSError, zlib.error, lzma.LZMAError)
+ZIP_DAMAGE = (zipfile.BadZipFile, RuntimeError, NotImplementedError, *STREAM_DAMAGE)
 
 
 @dataclass
@@ -29,13 +37,18 @@ def read_archive(raw: bytes) -> list[Entry]:
                               f"is {settings.PKB_RUN_MAX_ARCHIVE_BYTES:,}. Split it over several "
                               "requests.", status=413, field="archive")
     if zipfile.is_zipfile(io.BytesIO(raw)):
-        return _checked(_zip_entries(raw))
+        try:
+            return _checked(_zip_entries(raw))
+        except ZIP_DAMAGE as exc:
+            raise SubmissionError("bad_archive", f"The zip archive cannot be read: {str(exc)[:200]}",
+                                  field="archive") from None
     try:
         with tarfile.open(fileobj=io.BytesIO(raw), mode="r:*") as tar:
             return _checked(_tar_entries(tar))
-    except tarfile.TarError:
+    except (tarfile.TarError, *STREAM_DAMAGE):
         raise SubmissionError("bad_archive", "The archive is neither a zip nor a tar file "
-                              "(.tar, .tar.gz, .tgz, .tar.bz2, .tar.xz).", field="archive") from None
+                              "(.tar, .tar.gz, .tgz, .tar.bz2, .tar.xz), or it is damaged.",
+                              field="archive") from None
 
 
 def _zip_entries(raw: bytes) -> list[tuple[str, str, int, bytes | None]]:

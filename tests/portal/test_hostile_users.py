@@ -102,3 +102,34 @@ def test_a_member_that_declares_more_than_the_unpacked_limit_is_refused_before_i
     with pytest.raises(SubmissionError) as refused:
         read_archive(raw)
     assert refused.value.code == "archive_too_large"
+
+
+def damaged(how: str) -> bytes:
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("all-reduce.py", VALID_SOURCE)
+    raw = bytearray(buf.getvalue())
+    local, central = raw.find(b"PK\x03\x04"), raw.find(b"PK\x01\x02")
+    if how == "zip_crc":
+        raw[local + 14] ^= 0xFF
+        raw[central + 16] ^= 0xFF
+    elif how == "zip_encrypted":
+        raw[central + 8] |= 1
+    elif how == "zip_method":
+        raw[central + 10] = 99
+    return bytes(raw)
+
+
+@pytest.mark.parametrize("how", ["zip_crc", "zip_encrypted", "zip_method"])
+def test_a_damaged_archive_is_a_bad_archive_not_a_server_error(
+        owner: Any, cpu_hardware: Any, all_reduce: Any, no_dispatch: list[int], how: str) -> None:
+    from .conftest import client_for
+
+    api = client_for(owner)
+    api.raise_request_exception = False
+    run = api.post("/api/v1/runs/", {"model": "m", "hardware": cpu_hardware.slug, "k": 1}, format="json").json()
+    r = api.post(f"/api/v1/runs/{run['id']}/samples/", {"archive": io.BytesIO(damaged(how))}, format="multipart")
+    assert r.status_code == 400 and r.json()["error"]["code"] == "bad_archive", r.content
+    assert not Submission.objects.exists()
