@@ -47,9 +47,15 @@ class Table:
         writer = csv.writer(out)
         writer.writerow([c.key for c in self.columns])
         for row in self.rows:
-            writer.writerow(["" if row.get(c.key) is None else _plain(row.get(c.key))
+            writer.writerow(["" if row.get(c.key) is None else _inert(_plain(row.get(c.key)))
                              for c in self.columns])
         return out.getvalue()
+
+
+def _inert(value: Any) -> Any:
+    """A text cell a spreadsheet would run as a formula (a username may start with + - @) gets a
+    leading quote, which spreadsheets read as "this is text"; numbers stay numbers."""
+    return "'" + value if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
 
 
 def _plain(value: Any) -> Any:

