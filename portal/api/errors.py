@@ -14,6 +14,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views.csrf import csrf_failure as django_csrf_page
 from django.views.defaults import page_not_found as django_page_not_found
@@ -63,6 +64,12 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     """DRF's handler decides the status and headers (WWW-Authenticate, Retry-After); the body is ours."""
     if isinstance(exc, SubmissionError):
         exc = ApiError.from_submission_error(exc)
+    if isinstance(exc, RequestDataTooBig):
+        # Django's own refusal of a body over DATA_UPLOAD_MAX_MEMORY_SIZE, raised where the body is
+        # read: it was a 500, which a worker retries for hours (worker/delivery.py) holding its queue.
+        exc = ApiError("request_too_large", f"The request body is larger than "
+                       f"{settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,} bytes, the most the API reads.",
+                       status_code=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
     if isinstance(exc, ApiError):
         return Response(error_body(exc.code, exc.message, exc.field), status=exc.status_code,
                         headers=exc.headers)

@@ -156,3 +156,27 @@ def test_a_csv_export_never_starts_a_cell_with_a_formula_character() -> None:
             {"credit": "=1+1", "speedup": None}, {"credit": "plain", "speedup": 2.0}]
     csv = Table("problem", "t", [Column("credit", "By"), Column("speedup", "Speedup", "float")], rows).as_csv()
     assert csv.splitlines() == ["credit,speedup", "'-1+cmd,-0.5", "'@SUM(A1),1.0", "'=1+1,", "plain,2.0"]
+
+
+def test_a_body_past_the_request_limit_is_a_413_so_a_worker_stops_retrying_it(
+        job: Any, real_report: dict[str, Any], owner: Any, cpu_hardware: Any) -> None:
+    from .conftest import client_for
+
+    # Django refuses a body over DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MB) when it is read; the API
+    # answered that with a 500, which a worker retries with backoff for hours (worker/delivery.py)
+    # while its queue waits. A 4xx is an answer: the worker stops and the job is left to the reaper.
+    sub, token = job
+    report = dict(real_report, verdict="fail", timing=None,
+                  failure={"failure_class": "runtime_error", "message": "big", "rank": 0, "trial": None,
+                           "output": None, "traceback": "x" * 3_000_000, "compiler_output": None,
+                           "stacks": {}, "stderr": {}})
+    r = worker_post(sub, "report", token, {"report": report})
+    assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large", r.content
+    sub.refresh_from_db()
+    assert sub.is_pending
+    api = client_for(owner)
+    api.raise_request_exception = False
+    r = api.post("/api/v1/submissions/", json.dumps({"problem": "all-reduce", "hardware": cpu_hardware.slug,
+                                                     "source": VALID_SOURCE + "#" * 3_000_000}),
+                 content_type="application/json")
+    assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
