@@ -305,6 +305,16 @@ class SideRun(SideDiagnosis):
             self.running_since = time.monotonic()
         if self.box is not None:
             self.box.thaw()
+            if self.buffers is not None and self.side == "candidate" and getattr(self.box, "started_while_frozen", False):
+                # A process started while the side stood stopped was started by one that ran (a
+                # SIGCONT it had a timer send), and its work ran beside the other side; one gone
+                # before the judge read the side (reaped by the kernel where its parent ignores
+                # SIGCHLD) was in none of the judge's readings (red team, forks_burners_while_frozen).
+                self.stray = self.stray or make_failure(
+                    FailureClass.PROTOCOL_VIOLATION,
+                    "a process or thread of the candidate's side was started while the side stood stopped "
+                    "(a process continued by a SIGCONT it had sent itself, say: work that escapes the freeze "
+                    "runs beside the other side)")
 
     def poll(self, timeout: float) -> Optional[Failure]:
         """Read what the ranks said within ``timeout`` seconds; the side's failure, once there is one."""

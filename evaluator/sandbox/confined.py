@@ -54,6 +54,8 @@ class ConfinedBox:
         self.oom_reported = False
         self.oom_checked_at = 0.0
         self.lost = False
+        self.frozen_last_pid: Optional[int] = None  # the namespace's last process id at the freeze
+        self.started_while_frozen = False
 
     def start(self, launches: list[RankLaunch]) -> None:
         spec = {
@@ -215,16 +217,24 @@ class ConfinedBox:
         if not self._command("freeze"):
             return False
         try:
-            return bool(self._expect("frozen", FREEZE_TIMEOUT_S).get("ok"))
+            frozen = self._expect("frozen", FREEZE_TIMEOUT_S)
         except SandboxError:
             return False
+        self.frozen_last_pid = frozen.get("last_pid") if frozen.get("ok") else None
+        return bool(frozen.get("ok"))
 
     def thaw(self) -> None:
+        """Continue the side; ``started_while_frozen`` then says whether a process or thread was
+        started in it since it was frozen (the namespace's last process id moved)."""
+        self.started_while_frozen = False
         if self._command("thaw"):
             try:
-                self._expect("thawed", FREEZE_TIMEOUT_S)
+                thawed = self._expect("thawed", FREEZE_TIMEOUT_S)
             except SandboxError:
-                pass  # the side is gone: its exit is what gets reported
+                return  # the side is gone: its exit is what gets reported
+            self.started_while_frozen = self.frozen_last_pid is not None and \
+                thawed.get("last_pid") != self.frozen_last_pid
+        self.frozen_last_pid = None
 
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:

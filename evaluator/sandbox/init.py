@@ -309,11 +309,16 @@ class SideInit:
                     pass
         elif name == "freeze":
             # The judge times one side while the other stands still, and reads outputs only
-            # once nothing of the side can change them (docs/judge.md).
-            send(event="frozen", ok=freeze_everyone())
+            # once nothing of the side can change them (docs/judge.md). The namespace's last
+            # process id, read once every thread stands stopped and again before the thaw: a
+            # process made meanwhile was made by one that ran (continued by a SIGCONT it had a
+            # timer send), and may be gone before the judge reads the side (red team,
+            # forks_burners_while_frozen).
+            send(event="frozen", ok=freeze_everyone(), last_pid=last_pid())
         elif name == "thaw":
+            before = last_pid()
             thaw_everyone()
-            send(event="thawed")
+            send(event="thawed", last_pid=before)
         elif name == "stop":
             kill_everyone()
             self.reap()
@@ -354,6 +359,13 @@ class SideInit:
         self.limit_reported = True
         send(event="limit", what=what, message=message, rank=rank)
         kill_everyone()
+
+
+def last_pid() -> int:
+    """The last process id given out in our PID namespace: it moves with every process and
+    thread started in the side."""
+    with open("/proc/sys/kernel/ns_last_pid", "rb") as handle:
+        return int(handle.read())
 
 
 def bind_read_only(source_fd: int, target: str) -> None:
