@@ -104,11 +104,19 @@ def _defines_solution(node: ast.stmt) -> bool:
 
 
 def check_model_name(name: str) -> str:
+    """A model name a user may upload or create a run under (uploads and runs only: the
+    portal's own baselines and imports name their models themselves)."""
     name = (name or "").strip()
     if not MODEL_NAME.match(name):
         raise SubmissionError("bad_model_name", "Model name: 1-100 characters, letters, digits "
                               "and . _ : / @ + - or space, starting with a letter or digit.",
                               field="model")
+    # "reference" is the problems' own code as the portal evaluates it: a user's upload under it
+    # was a row "reference 9.00x" on the problem board, credited to no one.
+    if name.lower() == "reference":
+        raise SubmissionError("bad_model_name", '"reference" names the problems\' reference '
+                              "code, which the portal evaluates itself; upload under your "
+                              'model\'s name, or "human".', field="model")
     return name
 
 

@@ -180,3 +180,16 @@ def test_a_body_past_the_request_limit_is_a_413_so_a_worker_stops_retrying_it(
                                                      "source": VALID_SOURCE + "#" * 3_000_000}),
                  content_type="application/json")
     assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
+
+
+@pytest.mark.parametrize("name", ["reference", "Reference"])
+def test_nobody_uploads_or_runs_under_the_reference_model(owner_api: Any, cpu_hardware: Any, all_reduce: Any,
+                                                          no_dispatch: list[int], name: str) -> None:
+    # An upload under "reference" was the problem board's row "reference 9.00x" with no credit,
+    # and the reference's row on the model board.
+    r = owner_api.post("/api/v1/submissions/", {"problem": "all-reduce", "hardware": cpu_hardware.slug,
+                                                "model": name, "source": VALID_SOURCE}, format="json")
+    assert r.status_code == 400 and r.json()["error"]["code"] == "bad_model_name"
+    r = owner_api.post("/api/v1/runs/", {"model": name, "hardware": cpu_hardware.slug, "k": 1}, format="json")
+    assert r.status_code == 400 and r.json()["error"]["code"] == "bad_model_name"
+    assert not Submission.objects.exists()
