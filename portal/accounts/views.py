@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth import login
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import UserCreationForm
 from django.http import HttpRequest, HttpResponse
@@ -9,7 +10,26 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 from rest_framework.authtoken.models import Token
 
+from portal.api.throttles import LoginThrottle
 from portal.submissions.models import Submission
+
+
+class LoginView(auth_views.LoginView):
+    """Django's login form, with the token endpoint's throttle on its password guesses (per client
+    address, PKB_THROTTLE_LOGIN): without it the page took guesses as fast as they came, and the
+    API's limit on auth/token/ limited nothing."""
+
+    template_name = "accounts/login.html"
+
+    def post(self, request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
+        throttle = LoginThrottle()
+        if not throttle.allow_request(request, self):  # type: ignore[arg-type]
+            wait = int(throttle.wait() or 60) + 1
+            response = render(request, "accounts/login.html", {"form": self.get_form_class()(request),
+                              "throttled": wait}, status=429)
+            response["Retry-After"] = str(wait)
+            return response
+        return super().post(request, *args, **kwargs)
 
 
 def signup(request: HttpRequest) -> HttpResponse:

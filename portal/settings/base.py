@@ -129,6 +129,11 @@ REST_FRAMEWORK = {
         "submit": envstr("PKB_THROTTLE_SUBMIT", "20/min"),
         "login": envstr("PKB_THROTTLE_LOGIN", "10/min"),  # password attempts at auth/token/ per address
     },
+    # How throttles name an anonymous client. Unset, DRF takes the whole X-Forwarded-For header, which
+    # a client writes as it likes: a new made-up address each try lifted every per-address limit
+    # (password guesses included). 0: the connection's address; behind N proxies that append to the
+    # header, N (production sets 1 behind its TLS proxy).
+    "NUM_PROXIES": envint("PKB_NUM_PROXIES", 0),
     "DEFAULT_SCHEMA_CLASS": "portal.api.schema.ErrorDocumentingSchema",
     "EXCEPTION_HANDLER": "portal.api.errors.exception_handler",
     "DEFAULT_RENDERER_CLASSES": [

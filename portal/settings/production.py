@@ -18,7 +18,7 @@ for _required in ("PKB_SECRET_KEY", "DATABASE_URL", "PKB_BROKER_URL"):
         raise SettingsError(f"{_required} must be set in production")
 
 from .base import *  # noqa: E402,F403
-from .base import DATABASES, SECRET_KEY  # noqa: E402
+from .base import DATABASES, REST_FRAMEWORK, SECRET_KEY  # noqa: E402
 if len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5:
     raise SettingsError("PKB_SECRET_KEY must be at least 50 characters of random text "
                         "(python -c 'import secrets; print(secrets.token_urlsafe(50))')")
@@ -32,6 +32,9 @@ CSRF_COOKIE_SECURE = envbool("PKB_SECURE_COOKIES", HTTPS)
 SECURE_HSTS_SECONDS = envint("PKB_HSTS_SECONDS", 31536000 if HTTPS else 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("PKB_HSTS_SUBDOMAINS", HTTPS)
 SECURE_HSTS_PRELOAD = envbool("PKB_HSTS_PRELOAD", HTTPS)
+# Behind the TLS proxy the connection's address is the proxy's: clients are told apart by the
+# address the proxy appended to X-Forwarded-For, never by what a client wrote there itself.
+REST_FRAMEWORK = {**REST_FRAMEWORK, "NUM_PROXIES": envint("PKB_NUM_PROXIES", 1 if HTTPS else 0)}
 # Without TLS these checks describe the choice PKB_HTTPS=0 made on purpose; with TLS none applies.
 SILENCED_SYSTEM_CHECKS = [] if HTTPS else ["security.W004", "security.W008", "security.W012",
                                            "security.W016"]

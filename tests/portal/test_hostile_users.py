@@ -193,3 +193,28 @@ def test_nobody_uploads_or_runs_under_the_reference_model(owner_api: Any, cpu_ha
     r = owner_api.post("/api/v1/runs/", {"model": name, "hardware": cpu_hardware.slug, "k": 1}, format="json")
     assert r.status_code == 400 and r.json()["error"]["code"] == "bad_model_name"
     assert not Submission.objects.exists()
+
+
+def test_a_made_up_forwarded_for_header_does_not_reset_the_password_throttle(
+        anonymous_api: APIClient, settings: Any, owner: Any) -> None:
+    # DRF names a client by its whole X-Forwarded-For header unless NUM_PROXIES is set: a new
+    # made-up address on each try was a new client, and the 10 guesses a minute had no limit.
+    rates = {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], "login": "3/min"}
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": rates}
+    answers = [anonymous_api.post("/api/v1/auth/token/", {"username": "owner", "password": f"guess{i}"},
+                                  HTTP_X_FORWARDED_FOR=f"198.51.100.{i}").status_code for i in range(5)]
+    assert answers == [400, 400, 400, 429, 429]
+
+
+def test_password_guessing_at_the_login_page_is_throttled_as_at_the_token_endpoint(
+        client: Any, settings: Any, owner: Any) -> None:
+    # The page's form (Django's LoginView) had no throttle at all: the token endpoint's 10 a
+    # minute were no limit while the page took guesses as fast as they came.
+    rates = {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], "login": "3/min"}
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": rates}
+    answers = [client.post("/accounts/login/", {"username": "owner", "password": f"guess{i}"}).status_code
+               for i in range(4)]
+    assert answers == [200, 200, 200, 429]  # 200: the form again, with its error
+    refused = client.post("/accounts/login/", {"username": "owner", "password": "owner-pass-123"})
+    assert refused.status_code == 429 and 0 < int(refused["Retry-After"]) <= 60
+    assert "_auth_user_id" not in client.session
