@@ -527,6 +527,14 @@ class SideRun(SideDiagnosis):
                     event["fingerprints"]
             state.timing = bool(event.get("timing"))
         elif kind == WAITING:
+            if self.buffers is not None and state.command:
+                # A judged rank says it waits once, before the judge's first command; said later it
+                # cleared the deadline of the command it was working on, and a rank that then slept
+                # was held only by the side's whole allowance (red team, waits_out_the_finish: 60 s
+                # under a 3 s step limit, 15 minutes under the defaults).
+                self._stray_line(state, "a 'waiting' message after the judge's first command (the harness "
+                                 "says it once, when it is ready)")
+                return
             state.waiting, state.deadline = True, None
         elif kind == TIMES and self.job.get("driven"):
             block = event.get("block")

@@ -257,3 +257,19 @@ def test_a_process_started_while_the_side_stood_stopped_fails_the_candidate():
     assert report["verdict"] == "fail", (report.get("timing") or {}).get("speedup")
     assert report["failure"]["failure_class"] == "protocol_violation", report["failure"]
     assert "was started while the side stood stopped" in report["failure"]["message"]
+
+
+@WITHIN_ITS_OWN_PROCESS
+def test_a_rank_that_says_it_waits_mid_command_keeps_its_deadline():
+    # At the finish each rank said "waiting" in the harness's name and slept: its deadline was
+    # cleared, and only the side's whole allowance ended it (61 s under a 3 s step limit).
+    import time
+
+    from evaluator.config import Limits
+
+    started = time.monotonic()
+    report = run("waits_out_the_finish", limits=Limits(startup_s=120.0, step_s=3.0, total_s=60.0))
+    assert report["verdict"] == "fail"
+    assert report["failure"]["failure_class"] == "protocol_violation", report["failure"]
+    assert "a 'waiting' message after the judge's first command" in report["failure"]["message"]
+    assert time.monotonic() - started < 40
