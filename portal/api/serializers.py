@@ -7,7 +7,8 @@ from typing import Any
 from rest_framework import serializers
 
 from portal.catalog.models import Hardware, Problem, ProblemVersion
-from portal.lib.reports import mapping, schema_error, without_nul
+from portal.lib.reports import (mapping, schema_error, sweep_without_source_quotes, without_nul,
+                                without_source_quotes)
 from portal.submissions.models import BACKENDS, Submission
 from portal.submissions.lifecycle import overdue_reason
 from portal.submissions.workers import liveness
@@ -182,6 +183,14 @@ class SubmissionDetailSerializer(SubmissionSerializer):
     def get_source(self, obj: Submission) -> str | None:
         request = self.context.get("request")
         return obj.source if request and obj.visible_source_to(request.user) else None
+
+    def to_representation(self, obj: Submission) -> dict[str, Any]:
+        data = super().to_representation(obj)
+        request = self.context.get("request")
+        if request is None or not obj.visible_source_to(request.user):
+            data["report"] = without_source_quotes(data["report"])  # its failure quotes the source
+            data["sweep"] = sweep_without_source_quotes(data["sweep"])
+        return data
 
 
 class WorkerBodySerializer(serializers.Serializer):

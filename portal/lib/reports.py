@@ -167,6 +167,36 @@ def schema_error(report: Any) -> str | None:
     return f"{where}: {error.message[:300]}"
 
 
+# What in a report quotes the candidate's source: a traceback and a compiler's log show the lines
+# they pass through, and stacks and stderr are the candidate's own. They go where the source goes
+# (Submission.visible_source_to); anyone else reads this in their place (the rest stays public).
+HIDDEN = "(hidden: it quotes the submission's source, which only its owner and staff see)"
+
+
+def without_source_quotes(report: Any) -> Any:
+    """``report`` with its failure's traceback, compiler output, stacks and stderr hidden."""
+    failure = report.get("failure") if isinstance(report, Mapping) else None
+    if not isinstance(failure, Mapping):
+        return report
+    failure = dict(failure)
+    for key in ("traceback", "compiler_output"):
+        if failure.get(key):
+            failure[key] = HIDDEN
+    for key in ("stacks", "stderr"):
+        if isinstance(failure.get(key), Mapping):
+            failure[key] = {rank: HIDDEN for rank in failure[key]}
+    return {**report, "failure": failure}
+
+
+def sweep_without_source_quotes(sweep: Any) -> Any:
+    """A sweep report (portal/lib/sweeps.py) with each size's report as ``without_source_quotes``."""
+    points = sweep.get("points") if isinstance(sweep, Mapping) else None
+    if not isinstance(points, list):
+        return sweep
+    return {**sweep, "points": [{**p, "report": without_source_quotes(p.get("report"))}
+                                if isinstance(p, Mapping) else p for p in points]}
+
+
 def mapping(report: Any, *path: str) -> dict[str, Any]:
     """The object at ``path`` (``"setting"``, ``"timing", "reference"``), or {} where there is none."""
     value = _get(report, *path)

@@ -176,6 +176,18 @@ class Submission(models.Model):
             return True
         return bool(user.is_authenticated and (user.is_staff or user.pk == self.user_id))
 
+    def report_for(self, user):  # type: ignore[no-untyped-def]
+        """The report as ``user`` may read it: what quotes the source only where the source shows."""
+        from portal.lib.reports import without_source_quotes
+
+        return self.report if self.visible_source_to(user) else without_source_quotes(self.report)
+
+    def sweep_for(self, user):  # type: ignore[no-untyped-def]
+        """The sweep report as ``user`` may read it (each size's report as ``report_for``)."""
+        from portal.lib.reports import sweep_without_source_quotes
+
+        return self.sweep if self.visible_source_to(user) else sweep_without_source_quotes(self.sweep)
+
     def queue_position(self) -> int | None:
         """1 = next to run on its hardware; None once it has started."""
         if self.status != Status.QUEUED:

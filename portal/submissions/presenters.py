@@ -26,8 +26,9 @@ def status_payload(sub: Submission) -> dict[str, Any]:
     }
 
 
-def report_view(sub: Submission) -> dict[str, Any] | None:
-    report = sub.report
+def report_view(sub: Submission, report: Any = None) -> dict[str, Any] | None:
+    """``report``: the one the viewer may read (Submission.report_for); the stored one if None."""
+    report = sub.report if report is None else report
     if not isinstance(report, dict):
         return None
     timing = reports.mapping(report, "timing")

@@ -9,11 +9,13 @@ from portal.lib import sweeps
 from .models import Submission
 
 
-def submission_view(sub: Submission) -> dict[str, Any] | None:
-    """The submission page's sweep section, or None where no sweep was asked for."""
+def submission_view(sub: Submission, shown: Any = None) -> dict[str, Any] | None:
+    """The submission page's sweep section, or None where no sweep was asked for. ``shown``: the
+    sweep report the viewer may read (Submission.sweep_for); the stored one if None."""
     if not sub.sweep_requested:
         return None
-    sweep = sub.sweep if isinstance(sub.sweep, dict) else None
+    shown = sub.sweep if shown is None else shown
+    sweep = shown if isinstance(shown, dict) else None
     return {
         "status": sub.sweep_status, "status_label": sub.get_sweep_status_display(),
         "reason": sub.sweep_reason, "sweep": sweep,

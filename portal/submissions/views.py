@@ -47,11 +47,12 @@ def _load(pk: int) -> Submission:
 
 def detail(request: HttpRequest, pk: int) -> HttpResponse:
     sub = _load(pk)
+    report = sub.report_for(request.user)  # what quotes a private source, only where it shows
     return render(request, "submissions/detail.html", {
-        "sub": sub, "view": presenters.report_view(sub),
+        "sub": sub, "report": report, "view": presenters.report_view(sub, report),
         "show_source": sub.visible_source_to(request.user),
         "status": presenters.status_payload(sub),
-        "sweep": sweeps.submission_view(sub),
+        "sweep": sweeps.submission_view(sub, sub.sweep_for(request.user)),
     })
 
 

@@ -218,3 +218,55 @@ def test_password_guessing_at_the_login_page_is_throttled_as_at_the_token_endpoi
     refused = client.post("/accounts/login/", {"username": "owner", "password": "owner-pass-123"})
     assert refused.status_code == 429 and 0 < int(refused["Retry-After"]) <= 60
     assert "_auth_user_id" not in client.session
+
+
+SECRET = "out = _secret_swizzle(x, 0x5eed)  # the trick"
+
+
+def failed_with_source_quoted(sub: Submission, real_report: dict[str, Any]) -> None:
+    """``sub`` finished with a failure whose traceback, compiler output, stacks and stderr quote
+    a line of its source, as Python's traceback and NVRTC's log do."""
+    from portal.submissions.lifecycle import record_report
+
+    quoted = f'  File "/pkb/in/solution.py", line 7, in solution\n    {SECRET}\nNameError: _secret_swizzle'
+    report = dict(real_report, verdict="fail", timing=None,
+                  failure={"failure_class": "runtime_error", "message": "rank 0: NameError: _secret_swizzle",
+                           "rank": 0, "trial": 0, "output": None, "traceback": quoted,
+                           "compiler_output": f"solution.cu(7): error\n    {SECRET}\n    ^",
+                           "stacks": {"1": quoted}, "stderr": {"0": quoted}})
+    record_report(sub.pk, report)
+
+
+def test_a_private_sources_lines_quoted_by_its_failure_stay_with_the_source(
+        job: Any, real_report: dict[str, Any], client: Any, other: Any, owner: Any, staff: Any) -> None:
+    # The source is its owner's and staff's, but the report was everyone's: the traceback, the
+    # compiler's log, the stacks and stderr of a failure quote the lines of the source they pass
+    # through, so anyone read them on the page and in the API.
+    from .conftest import client_for
+
+    from pathlib import Path
+
+    sub, _ = job
+    failed_with_source_quoted(sub, real_report)
+    # A sweep's sizes are whole reports too; one that failed quotes the source the same way.
+    sweep = json.loads((Path(__file__).parent / "data" / "sweep_all_reduce_cpu.json").read_text())
+    sweep["points"][0]["report"] = Submission.objects.get(pk=sub.pk).report
+    Submission.objects.filter(pk=sub.pk).update(sweep_status="finished", sweep=sweep)
+    for viewer in (None, other):
+        client.logout()
+        if viewer is not None:
+            client.force_login(viewer)
+        page = client.get(f"/submissions/{sub.pk}/").content.decode()
+        assert SECRET not in page and "runtime_error" in page and "only its owner and staff" in page
+        body = client_for(viewer).get(f"/api/v1/submissions/{sub.pk}/").json()
+        assert SECRET not in json.dumps(body)
+        assert body["report"]["failure"]["failure_class"] == "runtime_error"
+        assert body["report"]["failure"]["message"] == "rank 0: NameError: _secret_swizzle"
+    for viewer in (owner, staff):
+        client.force_login(viewer)
+        assert SECRET in client.get(f"/submissions/{sub.pk}/").content.decode()
+        body = client_for(viewer).get(f"/api/v1/submissions/{sub.pk}/").json()
+        failure = body["report"]["failure"]
+        assert SECRET in failure["traceback"] and SECRET in failure["compiler_output"]
+        assert SECRET in failure["stacks"]["1"] and SECRET in failure["stderr"]["0"]
+        assert SECRET in body["sweep"]["points"][0]["report"]["failure"]["traceback"]
