@@ -3,6 +3,8 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from portal.accounts.views import throttled_login
+
 
 
 class FaviconRedirect(RedirectView):
@@ -22,6 +24,8 @@ urlpatterns = [
     path("runs/", include("portal.runs.urls")),
     path("accounts/", include("portal.accounts.urls")),
     path("api/", include("portal.api.urls")),
+    # Before the admin's own: its login form takes password guesses for staff accounts.
+    path("admin/login/", throttled_login(admin.site.login)),
     path("admin/", admin.site.urls),
     path("favicon.ico", FaviconRedirect.as_view()),
 ]

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import functools
+from typing import Callable
+
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth import views as auth_views
@@ -14,22 +17,41 @@ from portal.api.throttles import LoginThrottle
 from portal.submissions.models import Submission
 
 
+def _guess_refused(request: HttpRequest) -> int | None:
+    """Seconds to wait where this password guess is one too many from its address (the token
+    endpoint's throttle, PKB_THROTTLE_LOGIN, shared by every login form); None: go ahead."""
+    throttle = LoginThrottle()
+    if throttle.allow_request(request, None):  # type: ignore[arg-type]
+        return None
+    return int(throttle.wait() or 60) + 1
+
+
 class LoginView(auth_views.LoginView):
-    """Django's login form, with the token endpoint's throttle on its password guesses (per client
-    address, PKB_THROTTLE_LOGIN): without it the page took guesses as fast as they came, and the
-    API's limit on auth/token/ limited nothing."""
+    """Django's login form, throttled: without it the page took guesses as fast as they came, and
+    the API's limit on auth/token/ limited nothing."""
 
     template_name = "accounts/login.html"
 
     def post(self, request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
-        throttle = LoginThrottle()
-        if not throttle.allow_request(request, self):  # type: ignore[arg-type]
-            wait = int(throttle.wait() or 60) + 1
+        if (wait := _guess_refused(request)) is not None:
             response = render(request, "accounts/login.html", {"form": self.get_form_class()(request),
                               "throttled": wait}, status=429)
             response["Retry-After"] = str(wait)
             return response
         return super().post(request, *args, **kwargs)
+
+
+def throttled_login(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """``view`` (the admin's login) with the same throttle on the guesses POSTed to it."""
+    @functools.wraps(view)
+    def guarded(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
+        if request.method == "POST" and (wait := _guess_refused(request)) is not None:
+            response = HttpResponse(f"Too many login attempts from your address: try again in {wait} s.",
+                                    status=429, content_type="text/plain; charset=utf-8")
+            response["Retry-After"] = str(wait)
+            return response
+        return view(request, *args, **kwargs)
+    return guarded
 
 
 def signup(request: HttpRequest) -> HttpResponse:

@@ -270,3 +270,13 @@ def test_a_private_sources_lines_quoted_by_its_failure_stay_with_the_source(
         assert SECRET in failure["traceback"] and SECRET in failure["compiler_output"]
         assert SECRET in failure["stacks"]["1"] and SECRET in failure["stderr"]["0"]
         assert SECRET in body["sweep"]["points"][0]["report"]["failure"]["traceback"]
+
+
+def test_password_guessing_at_the_admin_login_is_throttled_too(client: Any, settings: Any, staff: Any) -> None:
+    # The admin's login form takes staff passwords and had no throttle either.
+    rates = {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], "login": "3/min"}
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": rates}
+    answers = [client.post("/admin/login/", {"username": "staff", "password": f"guess{i}"}).status_code
+               for i in range(4)]
+    assert answers == [200, 200, 200, 429]
+    assert client.get("/admin/login/").status_code == 200  # the form itself is still served
