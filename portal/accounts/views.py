@@ -13,7 +13,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 from rest_framework.authtoken.models import Token
 
-from portal.api.throttles import LoginThrottle
+from portal.api.throttles import LoginThrottle, SignupThrottle
 from portal.submissions.models import Submission
 
 
@@ -56,7 +56,15 @@ def throttled_login(view: Callable[..., HttpResponse]) -> Callable[..., HttpResp
 
 def signup(request: HttpRequest) -> HttpResponse:
     form = UserCreationForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
+    valid = request.method == "POST" and form.is_valid()
+    # Uploads are limited per user: accounts made without limit would multiply every limit. Only
+    # accounts about to be made count, not a form sent back with a mistake.
+    if valid and not (throttle := SignupThrottle()).allow_request(request, None):  # type: ignore[arg-type]
+        wait = int(throttle.wait() or 3600) + 1
+        response = render(request, "accounts/signup.html", {"form": form, "throttled": wait}, status=429)
+        response["Retry-After"] = str(wait)
+        return response
+    if valid:
         user = form.save()
         login(request, user)
         messages.success(request, f"Welcome, {user.username}.")

@@ -32,3 +32,10 @@ class LoginThrottle(_FromSettings, AnonRateThrottle):
     (DRF's own token view has no throttle at all)."""
 
     scope = "login"
+
+
+class SignupThrottle(_FromSettings, AnonRateThrottle):
+    """New accounts per client address: every limit on uploads is per user, so accounts made
+    without limit would multiply them."""
+
+    scope = "signup"

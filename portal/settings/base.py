@@ -128,6 +128,7 @@ REST_FRAMEWORK = {
         "user": envstr("PKB_THROTTLE_USER", "600/min"),
         "submit": envstr("PKB_THROTTLE_SUBMIT", "20/min"),
         "login": envstr("PKB_THROTTLE_LOGIN", "10/min"),  # password attempts at auth/token/ per address
+        "signup": envstr("PKB_THROTTLE_SIGNUP", "10/hour"),  # new accounts per address
     },
     # How throttles name an anonymous client. Unset, DRF takes the whole X-Forwarded-For header, which
     # a client writes as it likes: a new made-up address each try lifted every per-address limit

@@ -280,3 +280,18 @@ def test_password_guessing_at_the_admin_login_is_throttled_too(client: Any, sett
                for i in range(4)]
     assert answers == [200, 200, 200, 429]
     assert client.get("/admin/login/").status_code == 200  # the form itself is still served
+
+
+def test_accounts_are_not_made_by_the_hundred_from_one_address(client: Any, settings: Any,
+                                                               django_user_model: Any) -> None:
+    # Every limit on uploads is per user (100 uploads and 2,000 run samples a day, 20 a minute), and
+    # the signup form made users without limit: a script made as many queues' worth as it liked.
+    rates = {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], "signup": "3/hour"}
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": rates}
+    answers = []
+    for i in range(4):
+        client.logout()
+        answers.append(client.post("/accounts/signup/", {"username": f"farm{i}", "password1": "x7-Plenty-long",
+                                                         "password2": "x7-Plenty-long"}).status_code)
+    assert answers == [302, 302, 302, 429]
+    assert django_user_model.objects.filter(username__startswith="farm").count() == 3
