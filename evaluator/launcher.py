@@ -548,6 +548,13 @@ class SideRun(SideDiagnosis):
                     # something else that holds the channel (candidate code, token from memory).
                     if len(self.duplicate_blocks) < MAX_KEPT:
                         self.duplicate_blocks.append(key)
+                    if self.buffers is not None:
+                        # Judged, it ends the side now: an answer clears the rank's deadline, and a
+                        # second one to the last block, sent at the finish, held the judge to the
+                        # side's whole allowance (red team, waits_out_the_finish).
+                        self._stray_line(state, f"an answer to block {block} twice (the harness answers each "
+                                         "block once)")
+                        return
                 # A judged side's answer says only that the block is done: keep nothing of it.
                 self.blocks.setdefault(key, {"block": block} if self.buffers is not None else event)
             if state.answered_after is None:

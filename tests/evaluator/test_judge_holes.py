@@ -260,16 +260,21 @@ def test_a_process_started_while_the_side_stood_stopped_fails_the_candidate():
 
 
 @WITHIN_ITS_OWN_PROCESS
-def test_a_rank_that_says_it_waits_mid_command_keeps_its_deadline():
+@pytest.mark.parametrize("attack, says", [
     # At the finish each rank said "waiting" in the harness's name and slept: its deadline was
     # cleared, and only the side's whole allowance ended it (61 s under a 3 s step limit).
+    ("waits_out_the_finish", "a 'waiting' message after the judge's first command"),
+    # The same with a second answer to the last block, still the one the judge sent last.
+    ("answers_the_last_block_at_the_finish", "twice"),
+])
+def test_a_rank_keeps_its_deadline_whatever_it_says_mid_command(attack, says):
     import time
 
     from evaluator.config import Limits
 
     started = time.monotonic()
-    report = run("waits_out_the_finish", limits=Limits(startup_s=120.0, step_s=3.0, total_s=60.0))
+    report = run(attack, limits=Limits(startup_s=120.0, step_s=3.0, total_s=60.0))
     assert report["verdict"] == "fail"
     assert report["failure"]["failure_class"] == "protocol_violation", report["failure"]
-    assert "a 'waiting' message after the judge's first command" in report["failure"]["message"]
+    assert says in report["failure"]["message"]
     assert time.monotonic() - started < 40
