@@ -116,7 +116,7 @@ def runs_track(runs: list[Run]) -> Track:
     problems: dict[str, list[str]] = {}
     attempts = []
     for run in runs:
-        for sample in scoring.accepted(run):
+        for sample in scoring.scored(run):
             problems[sample.problem.slug] = sample.problem.categories
             if (a := scoring.attempt_of(run, sample)) is not None:
                 attempts.append(a)

@@ -18,11 +18,27 @@ from .models import Run, RunSample
 from .services import problem_key
 
 SCORED_P = (0.0, 0.5, 1.0, 1.5, 2.0)
+# A file the run refused for what the model wrote is a failed sample, as ParallelKernelBench
+# counts one that does not build: left out, one correct file beside two that did not parse
+# scored pass@1 100%, not 1 in 3. Refusals for the run's or the portal's reasons (k reached, no
+# adapter, an unknown problem, a file too large for the portal) are no attempt.
+MODEL_FAULTS = frozenset({"syntax_error", "missing_solution", "not_utf8", "empty_source"})
 
 
 def accepted(run: Run) -> list[RunSample]:
     return list(run.samples.filter(status=RunSample.ACCEPTED)
                 .select_related("submission", "problem").order_by("problem__number", "index"))
+
+
+def refused_for_the_model(run: Run) -> list[RunSample]:
+    """Files refused for a fault of what the model wrote, at a problem the run would evaluate."""
+    return list(run.samples.filter(status=RunSample.REJECTED, code__in=MODEL_FAULTS, problem__isnull=False)
+                .select_related("problem").order_by("problem__number", "pk"))
+
+
+def scored(run: Run) -> list[RunSample]:
+    """Every sample that is an attempt once finished: the accepted, and the model's faults."""
+    return accepted(run) + refused_for_the_model(run)
 
 
 def run_problem(sample: RunSample) -> str:
@@ -31,7 +47,11 @@ def run_problem(sample: RunSample) -> str:
 
 
 def attempt_of(run: Run, sample: RunSample, problem: str | None = None) -> Attempt | None:
-    """The sample as an attempt at ``problem`` (default: our problem's slug), once finished."""
+    """The sample as an attempt at ``problem`` (default: our problem's slug), once finished; a
+    file refused for the model's fault (MODEL_FAULTS) is a failed one."""
+    if sample.status == RunSample.REJECTED:
+        return Attempt(model=run.label, problem=problem or sample.problem.slug, correct=False,
+                       failure_class=sample.code) if sample.code in MODEL_FAULTS and sample.problem else None
     sub = sample.submission
     if sub is None or sub.status != "finished":
         return None
@@ -81,12 +101,13 @@ def _scope(run: Run, attempts: list[Attempt], problems: dict[str, list[str]]) ->
 
 def scores(run: Run) -> dict[str, Any]:
     samples = accepted(run)
+    tried = samples + refused_for_the_model(run)
     # Over the run's problems each PKB problem counts once (two may answer one of ours); over
     # the suite, as on the leaderboard, a sample is an attempt at our problem.
-    own = [a for s in samples if (a := attempt_of(run, s, run_problem(s)))]
-    attempts = [a for s in samples if (a := attempt_of(run, s))]
+    own = [a for s in tried if (a := attempt_of(run, s, run_problem(s)))]
+    attempts = [a for s in tried if (a := attempt_of(run, s))]
     suite = boards.problem_set(run.hardware)
-    mine = {run_problem(s): s.problem.categories for s in samples}
+    mine = {run_problem(s): s.problem.categories for s in tried}
     state = progress(run, samples)
     return {"run": run.pk, "model": run.model.name, "hardware": run.hardware.slug, "k": run.k,
             "complete": state["done"], "pending": state["queued"] + state["running"],
@@ -99,7 +120,7 @@ def scores(run: Run) -> dict[str, Any]:
 
 def fast_p_curve(run: Run, grid: list[float]) -> list[float]:
     """The run's fast_p at each p of ``grid``, over its own problems."""
-    samples = accepted(run)
+    samples = scored(run)
     attempts = [a for s in samples if (a := attempt_of(run, s, run_problem(s)))]
     problems = {run_problem(s) for s in samples}
     by_problem: dict[str, list[Attempt]] = defaultdict(list)

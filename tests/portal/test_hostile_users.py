@@ -295,3 +295,44 @@ def test_accounts_are_not_made_by_the_hundred_from_one_address(client: Any, sett
                                                          "password2": "x7-Plenty-long"}).status_code)
     assert answers == [302, 302, 302, 429]
     assert django_user_model.objects.filter(username__startswith="farm").count() == 3
+
+
+def test_a_runs_files_that_do_not_parse_count_as_failed_samples_not_as_no_samples(
+        owner_api: Any, cpu_hardware: Any, all_reduce: Any, no_dispatch: list[int],
+        real_report: dict[str, Any]) -> None:
+    from .runs_helpers import finish, pack
+
+    # A file the run refused for what the model wrote (no parse, no `solution`, empty, not UTF-8)
+    # was no attempt at all: one correct sample and two that did not parse scored pass@1 100%,
+    # where ParallelKernelBench (and a reader) counts 1 in 3.
+    run = owner_api.post("/api/v1/runs/", {"model": "m", "hardware": cpu_hardware.slug, "k": 3},
+                         format="json").json()
+    files = {"all-reduce/0.py": VALID_SOURCE.encode(), "all-reduce/1.py": b"def solution(:\n",
+             "all-reduce/2.py": b"print('no solution here')\n", "nowhere/0.py": b"def solution(:\n"}
+    added = owner_api.post(f"/api/v1/runs/{run['id']}/samples/", {"archive": io.BytesIO(pack(files))},
+                           format="multipart").json()
+    assert added["accepted"] == 1
+    finish(Submission.objects.get(), real_report, correct=True, speedup=1.2)
+    scores = owner_api.get(f"/api/v1/runs/{run['id']}/scores/").json()
+    for scope in ("run_problems", "suite"):
+        assert scores[scope]["attempts"] == 3  # the unknown problem's file is no one's attempt
+        assert scores[scope]["pass_at_k"]["1"] == pytest.approx(1 / 3)
+        assert scores[scope]["outcomes"] == {"correct": 1, "syntax_error": 1, "missing_solution": 1}
+    assert scores["run_problems"]["fast_p"]["0"] == 1.0  # the problem is still solved
+
+
+def test_a_pkb_file_that_does_not_parse_is_a_failed_sample_of_the_problem_it_answers(
+        owner_api: Any, cpu_hardware: Any, all_reduce: Any, no_dispatch: list[int],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from .runs_helpers import PKB_DIR, TEST_PKB_INDEX, load_problems, pack
+
+    load_problems(["all-gather"])
+    monkeypatch.setattr("portal.runs.pkb.importer.pkb_index", lambda: TEST_PKB_INDEX)
+    files = {f"{PKB_DIR.name}/2_allgather_cuda.py": (PKB_DIR / "2_allgather_cuda.py").read_bytes(),
+             f"{PKB_DIR.name}/1_allreduce_cuda.py": b"def solution(:\n"}
+    body = owner_api.post("/api/v1/runs/pkb-import/", {"archive": io.BytesIO(pack(files)),
+                                                        "hardware": cpu_hardware.slug}, format="multipart").json()
+    fates = {f["name"]: (f["status"], f["code"], f["problem"]) for f in body["files"]}
+    assert fates["1_allreduce_cuda.py"] == ("rejected", "syntax_error", "all-reduce")
+    scores = owner_api.get(f"/api/v1/runs/{body['id']}/scores/?partial=1").json()
+    assert scores["run_problems"]["problems"] == 2 and scores["run_problems"]["outcomes"] == {"syntax_error": 1}

@@ -51,6 +51,11 @@ def plans_from_pkb(entries: list[Entry]) -> list[FilePlan]:
     return [_plan(entry, index, refs) for entry in entries if not is_noise(entry.path)]
 
 
+def _model_fault(plan: FilePlan, problem: str | None, code: str, message: str) -> FilePlan:
+    plan.problem = problem
+    return plan.refuse(code, message)
+
+
 def _plan(entry: Entry, index: dict[int, list[str]], refs: dict[int, str]) -> FilePlan:
     base = entry.path.rsplit("/", 1)[-1]
     plan = FilePlan(name=base, problem=None, source=entry.data)
@@ -64,19 +69,23 @@ def _plan(entry: Entry, index: dict[int, list[str]], refs: dict[int, str]) -> Fi
                            f"{parsed.name!r} (as number {parsed.number} or {parsed.number - 1})")
     plan.pkb_id = parsed.pkb_id
     label = f"PKB {parsed.pkb_id} ({refs[parsed.pkb_id]})"
+    slugs = index.get(parsed.pkb_id, [])
+    # A file refused for what the model wrote is a failed sample of the problem it answers, where
+    # the run could have evaluated one (runs/scoring.py MODEL_FAULTS), so it names that problem.
+    answers = None if parsed.backend == "parallelkittens" else next(
+        (a.slug for slug in slugs if (a := adapter_for(parsed.pkb_id, slug))), None)
     try:
         text = entry.data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return plan.refuse("not_utf8", f"not UTF-8 text (byte {exc.start})")
+        return _model_fault(plan, answers, "not_utf8", f"not UTF-8 text (byte {exc.start})")
     if not text.strip():
-        return plan.refuse("empty_source", "the file is empty")
+        return _model_fault(plan, answers, "empty_source", "the file is empty")
     try:
         compile(text, base, "exec", dont_inherit=True)
     except SyntaxError as exc:
-        return plan.refuse("syntax_error", f"Python syntax error at line {exc.lineno}: {exc.msg}")
+        return _model_fault(plan, answers, "syntax_error", f"Python syntax error at line {exc.lineno}: {exc.msg}")
     if not re.search(r"^(def|async def)\s+solution\s*\(|^solution\s*=", text, re.M):
-        return plan.refuse("missing_solution", "the file defines no top-level `solution`")
-    slugs = index.get(parsed.pkb_id, [])
+        return _model_fault(plan, answers, "missing_solution", "the file defines no top-level `solution`")
     if not slugs:
         return plan.refuse("unmapped", unmapped_message(label, parsed.pkb_id))
     plan.problem = slugs[0]
