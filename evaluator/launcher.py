@@ -596,6 +596,12 @@ class SideRun(SideDiagnosis):
             return
         if self.buffers is not None and self.side == "candidate" and kind not in (READY, DONE):
             return  # a judged candidate's steps are the judge's to announce, not its own words
+        if (kind == READY and state.started) or (kind == DONE and state.rank in self.done) or \
+                (kind == STEP and len(state.labels) >= MAX_LABELS):
+            # The harness says each of these once (steps: no more than it keeps); repeats sent with
+            # the token became a line each on `pkb eval --progress`'s output and in a worker's log
+            # (red team, floods_progress_lines: 200,000 in one trial).
+            return
         if kind == WAITING and not state.timing_announced:
             state.timing_announced = True
             self.on_progress(self.side, {"event": STEP, "step": "timing started", "task": event.get("task")})

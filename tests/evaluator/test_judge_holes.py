@@ -278,3 +278,20 @@ def test_a_rank_keeps_its_deadline_whatever_it_says_mid_command(attack, says):
     assert report["failure"]["failure_class"] == "protocol_violation", report["failure"]
     assert says in report["failure"]["message"]
     assert time.monotonic() - started < 40
+
+
+@WITHIN_ITS_OWN_PROCESS
+def test_repeated_messages_are_not_progress_without_end():
+    # Rank 0 sent "ready" 200,000 times in its first call: 200,006 progress events for the
+    # candidate, each a line on `pkb eval --progress`'s output and in a worker's log.
+    from evaluator.api import evaluate
+    from evaluator.config import EvalConfig
+
+    from .conftest import HOSTILE, TEST_LIMITS
+
+    events = []
+    report = evaluate(EvalConfig(problem="all-reduce", solution_path=HOSTILE / "floods_progress_lines.py",
+                                 world_size=2, device="cpu", size="small", trials=2, limits=TEST_LIMITS),
+                      lambda side, event: events.append(side))
+    assert report["verdict"] == "pass", report["failure"]  # its calls are the reference's own
+    assert events.count("candidate") < 100, events.count("candidate")
