@@ -58,6 +58,9 @@ def _fields(request: Request) -> dict[str, Any]:
     if isinstance(data.get("sampling"), str):  # multipart: the sampling settings as JSON text
         import json
 
+        if len(data["sampling"]) > services.MAX_SAMPLING:  # before parsing: nested deep, it raises
+            raise SubmissionError("bad_sampling", f"sampling: at most {services.MAX_SAMPLING} characters "
+                                  "of JSON.", field="sampling")
         try:
             data["sampling"] = json.loads(data["sampling"]) if data["sampling"].strip() else {}
         except ValueError:

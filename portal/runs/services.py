@@ -4,6 +4,7 @@ never leaves a run half-filled."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass
 from datetime import timedelta
@@ -23,6 +24,7 @@ from portal.submissions.validation import (SubmissionError, check_model_name, ch
 from .models import PRECISIONS, Run, RunSample
 
 MAX_NOTE = 10_000
+MAX_SAMPLING = 4_000  # characters of its JSON
 # A run's precision as the evaluator's --dtype (no problem takes fp8).
 PRECISION_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp8": "float8"}
 
@@ -69,6 +71,11 @@ def create_run(*, user: Any, data: Mapping[str, Any], imported_from: str = "") -
     if not isinstance(sampling, dict):
         raise SubmissionError("bad_sampling", "sampling: a JSON object of the sampling settings, "
                               'e.g. {"temperature": 1.0, "top_p": 0.95}.', field="sampling")
+    # Every run's settings go out with GET runs/ (500 runs at a time): unbounded, 2.4 MB a run
+    # made that one answer 1.2 GB. A few settings fit; a long text belongs in the note.
+    if len(json.dumps(sampling)) > MAX_SAMPLING:
+        raise SubmissionError("bad_sampling", f"sampling: at most {MAX_SAMPLING} characters of JSON; "
+                              "put longer text (a system prompt) in the note or the link.", field="sampling")
     note, link = str(data.get("note") or ""), str(data.get("link") or "")
     if len(note) > MAX_NOTE:
         raise SubmissionError("note_too_long", f"note: at most {MAX_NOTE} characters.", field="note")

@@ -336,3 +336,20 @@ def test_a_pkb_file_that_does_not_parse_is_a_failed_sample_of_the_problem_it_ans
     assert fates["1_allreduce_cuda.py"] == ("rejected", "syntax_error", "all-reduce")
     scores = owner_api.get(f"/api/v1/runs/{body['id']}/scores/?partial=1").json()
     assert scores["run_problems"]["problems"] == 2 and scores["run_problems"]["outcomes"] == {"syntax_error": 1}
+
+
+def test_a_runs_sampling_settings_are_a_few_settings_not_megabytes(owner_api: Any, cpu_hardware: Any) -> None:
+    # `sampling` took any JSON object up to the 2.5 MB a body may be, and GET runs/ (anyone's,
+    # 500 runs at a time) returns each run's: 20 runs of 2.4 MB made it 48 MB (2026-11-28), so
+    # 500 made 1.2 GB a request, built in memory, and a minute of creating them 1.4 GB of database.
+    big = {"temperature": 1.0, "pad": "x" * 100_000}
+    r = owner_api.post("/api/v1/runs/", {"model": "m", "hardware": cpu_hardware.slug, "k": 1, "sampling": big},
+                       format="json")
+    assert r.status_code == 400 and r.json()["error"]["code"] == "bad_sampling"
+    r = owner_api.post("/api/v1/runs/", {"model": "m", "hardware": cpu_hardware.slug, "k": 1, "backend": "torch",
+                                         "sampling": json.dumps(big)}, format="multipart")
+    assert r.status_code == 400 and r.json()["error"]["code"] == "bad_sampling"
+    usual = {"temperature": 1.0, "top_p": 0.95, "max_tokens": 32768, "reasoning_effort": "high", "seed": 7}
+    r = owner_api.post("/api/v1/runs/", {"model": "m", "hardware": cpu_hardware.slug, "k": 1, "sampling": usual},
+                       format="json")
+    assert r.status_code == 201 and r.json()["sampling"] == usual
