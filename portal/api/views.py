@@ -10,7 +10,6 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import permissions, status
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -26,6 +25,7 @@ from portal.submissions.services import (live_hardware, obvious_hardware, prefer
 from portal.submissions.validation import SubmissionError
 
 from . import serializers as s
+from .parsers import PARSERS
 from .errors import ApiError, error_body
 from .base import BaseListView, BaseRetrieveView, BaseView
 from .throttles import SubmitThrottle, UserThrottle
@@ -156,7 +156,7 @@ class SubmissionListCreate(BaseListView):
 
     serializer_class = s.SubmissionSerializer
     permission_classes = [permissions.IsAuthenticated]
-    parser_classes = [JSONParser, MultiPartParser, FormParser]
+    parser_classes = PARSERS
 
     def get_throttles(self) -> list[Any]:
         if self.request.method == "POST":

@@ -10,19 +10,17 @@ from django.db import transaction
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import permissions, status
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal.api.base import BaseView
+from portal.api.parsers import PARSERS
 from portal.submissions.validation import SubmissionError
 
 from . import archives, intake, scoring, services
 from .models import Run, RunSample
 from .pkb import names as pkb_names
 from .pkb.importer import plans_from_pkb
-
-PARSERS = [JSONParser, MultiPartParser, FormParser]
 
 
 def error_response(exc: SubmissionError) -> Response:

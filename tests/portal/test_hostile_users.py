@@ -353,3 +353,22 @@ def test_a_runs_sampling_settings_are_a_few_settings_not_megabytes(owner_api: An
     r = owner_api.post("/api/v1/runs/", {"model": "m", "hardware": cpu_hardware.slug, "k": 1, "sampling": usual},
                        format="json")
     assert r.status_code == 201 and r.json()["sampling"] == usual
+
+
+def test_json_nested_deeper_than_python_reads_is_a_parse_error_not_a_server_error(
+        job: Any, owner: Any, cpu_hardware: Any) -> None:
+    from .conftest import client_for
+
+    # DRF answers only a ValueError of json as a parse error; its RecursionError was a 500, logged
+    # with a thousand-frame traceback, and a 500 is what a worker retries for hours.
+    sub, token = job
+    deep = "[" * 100_000 + "]" * 100_000
+    worker = APIClient(raise_request_exception=False)
+    r = worker.post(f"/api/v1/worker/submissions/{sub.pk}/report/", '{"report": %s}' % deep,
+                    content_type="application/json", HTTP_AUTHORIZATION=f"Worker {token}")
+    assert r.status_code == 400 and r.json()["error"]["code"] == "parse_error", r.content
+    api = client_for(owner)
+    api.raise_request_exception = False
+    for url in ("/api/v1/runs/", "/api/v1/submissions/"):
+        r = api.post(url, '{"sampling": %s}' % deep, content_type="application/json")
+        assert r.status_code == 400 and r.json()["error"]["code"] == "parse_error", (url, r.content)
