@@ -14,6 +14,7 @@ from portal.submissions.lifecycle import (SweepRejected, TransitionError, record
                                           record_sweep, record_sweep_failure)
 
 from .errors import ApiError, error_body
+from .parsers import JSONParser
 from .serializers import WorkerReportSerializer, WorkerStatusSerializer, WorkerSweepSerializer
 from .worker_auth import IsTheSubmissionsWorker, WorkerTokenAuthentication
 
@@ -22,6 +23,7 @@ class WorkerView(APIView):
     authentication_classes = [WorkerTokenAuthentication]
     permission_classes = [IsTheSubmissionsWorker]
     throttle_classes: list[Any] = []
+    parser_classes = [JSONParser]  # a candidate's NUL or lone surrogate is replaced, not refused
 
 
 class WorkerStatus(WorkerView):

@@ -117,7 +117,7 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
-    "DEFAULT_PARSER_CLASSES": ["portal.api.parsers.JSONParser", "rest_framework.parsers.FormParser",
+    "DEFAULT_PARSER_CLASSES": ["portal.api.parsers.StorableJSONParser", "rest_framework.parsers.FormParser",
                                "rest_framework.parsers.MultiPartParser"],
     "DEFAULT_PAGINATION_CLASS": "portal.api.pagination.Pagination",
     "PAGE_SIZE": 50,

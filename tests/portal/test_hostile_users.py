@@ -372,3 +372,23 @@ def test_json_nested_deeper_than_python_reads_is_a_parse_error_not_a_server_erro
     for url in ("/api/v1/runs/", "/api/v1/submissions/"):
         r = api.post(url, '{"sampling": %s}' % deep, content_type="application/json")
         assert r.status_code == 400 and r.json()["error"]["code"] == "parse_error", (url, r.content)
+
+
+@pytest.mark.parametrize("text", ["a\x00b", "a\ud800b"])
+def test_text_postgres_cannot_store_is_a_parse_error_from_users_not_a_server_error(
+        owner: Any, cpu_hardware: Any, all_reduce: Any, no_dispatch: list[int], text: str) -> None:
+    from .conftest import client_for
+
+    # A run's note, link or sampling with U+0000 or a lone surrogate reached PostgreSQL, which
+    # refused it: a 500 (and the same for a sample's agent context, and a JSON source's surrogate).
+    api = client_for(owner)
+    api.raise_request_exception = False
+    for extra in ({"note": text}, {"sampling": {"t": text}}, {"sampling": {text: 1}}):
+        r = api.post("/api/v1/runs/", json.dumps({"model": "m", "hardware": cpu_hardware.slug, "k": 2, **extra}),
+                     content_type="application/json")
+        assert r.status_code == 400 and r.json()["error"]["code"] == "parse_error", (extra, r.content)
+    r = api.post("/api/v1/submissions/", json.dumps({"problem": "all-reduce", "hardware": cpu_hardware.slug,
+                                                     "source": VALID_SOURCE + f"# {text}\n"}),
+                 content_type="application/json")
+    assert r.status_code == 400 and r.json()["error"]["code"] == "parse_error"
+    assert not Submission.objects.exists()
