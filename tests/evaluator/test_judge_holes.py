@@ -249,14 +249,16 @@ def test_a_process_whose_main_thread_has_exited_is_read_while_frozen():
 
 @pytest.mark.confined  # counted by the side's own PID namespace, which only the sandbox gives it
 def test_a_process_started_while_the_side_stood_stopped_fails_the_candidate():
-    # A helper continued by its SIGCONT timer while the reference started forked burners (under a
-    # ms of its own run time) that spun 0.6 s of processor between the judge's two readings and
-    # were reaped by the kernel: in none of the readings, 6 runs of 6. The init now reads its
+    # A helper continued by its SIGCONT timer while the reference started spawned burners (well
+    # under a ms of its own run time) that spun 0.6 s of processor between the judge's two
+    # readings and were reaped by the kernel: in none of the readings, 6 runs of 6. The init now reads its
     # namespace's last process id when the side stands frozen and again before it is thawed.
     report = run("forks_burners_while_frozen")
     assert report["verdict"] == "fail", (report.get("timing") or {}).get("speedup")
     assert report["failure"]["failure_class"] == "protocol_violation", report["failure"]
-    assert "was started while the side stood stopped" in report["failure"]["message"]
+    # Its burners, seen at the thaw; or on a loaded host its own spawns, past the 1 ms of run time.
+    message = report["failure"]["message"]
+    assert "was started while the side stood stopped" in message or "while they stood stopped" in message, message
 
 
 @WITHIN_ITS_OWN_PROCESS
