@@ -36,5 +36,26 @@ class StorableJSONParser(JSONParser):
         return data
 
 
+def _storable_fields(data: Any) -> Any:
+    """A form's fields (a QueryDict) as they are, or the same parse error: a NUL in a multipart
+    note reached PostgreSQL as the JSON one did."""
+    if any("\x00" in key or any("\x00" in value for value in values if isinstance(value, str))
+           for key, values in data.lists()):
+        raise ParseError("Form parse error - a field holds U+0000 (NUL), which is no text the portal can store.")
+    return data
+
+
+class StorableMultiPartParser(parsers.MultiPartParser):
+    def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> Any:
+        parsed = super().parse(stream, media_type, parser_context)
+        _storable_fields(parsed.data)
+        return parsed
+
+
+class StorableFormParser(parsers.FormParser):
+    def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> Any:
+        return _storable_fields(super().parse(stream, media_type, parser_context))
+
+
 # For views that name their parsers: the same three DRF gives every view.
-PARSERS = [StorableJSONParser, parsers.MultiPartParser, parsers.FormParser]
+PARSERS = [StorableJSONParser, StorableMultiPartParser, StorableFormParser]

@@ -117,8 +117,8 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
-    "DEFAULT_PARSER_CLASSES": ["portal.api.parsers.StorableJSONParser", "rest_framework.parsers.FormParser",
-                               "rest_framework.parsers.MultiPartParser"],
+    "DEFAULT_PARSER_CLASSES": ["portal.api.parsers.StorableJSONParser", "portal.api.parsers.StorableFormParser",
+                               "portal.api.parsers.StorableMultiPartParser"],
     "DEFAULT_PAGINATION_CLASS": "portal.api.pagination.Pagination",
     "PAGE_SIZE": 50,
     "DEFAULT_THROTTLE_CLASSES": [

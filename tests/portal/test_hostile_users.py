@@ -391,4 +391,8 @@ def test_text_postgres_cannot_store_is_a_parse_error_from_users_not_a_server_err
                                                      "source": VALID_SOURCE + f"# {text}\n"}),
                  content_type="application/json")
     assert r.status_code == 400 and r.json()["error"]["code"] == "parse_error"
+    if "\x00" in text:  # a form's fields hold no surrogates (they are decoded from UTF-8), but NUL
+        r = api.post("/api/v1/runs/", {"model": "m", "hardware": cpu_hardware.slug, "k": "2", "note": text},
+                     format="multipart")
+        assert r.status_code == 400 and r.json()["error"]["code"] == "parse_error", r.content
     assert not Submission.objects.exists()
