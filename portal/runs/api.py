@@ -22,6 +22,8 @@ from .models import Run, RunSample
 from .pkb import names as pkb_names
 from .pkb.importer import plans_from_pkb
 
+MAX_TURN = 1_000_000  # an agent's turns; the run's k is at most PKB_RUN_MAX_K
+
 
 def error_response(exc: SubmissionError) -> Response:
     """A refusal in the API's one error shape, {"error": {"code", "message", "field"}}."""
@@ -147,7 +149,10 @@ class RunSamples(_RunView):
         try:
             turn_number = int(turn) if turn not in (None, "") else None
         except (TypeError, ValueError):
-            raise SubmissionError("bad_turn", "turn: a whole number from 1.", field="turn") from None
+            turn_number = 0
+        # Checked here, not by the database: -1 or 10**12 was a 500 from its integer column.
+        if turn_number is not None and not 1 <= turn_number <= MAX_TURN:
+            raise SubmissionError("bad_turn", f"turn: a whole number from 1 to {MAX_TURN}.", field="turn")
         name = request.data.get("name") or getattr(request.FILES.get("source"), "name", "") or "sample.py"
         return services.FilePlan(name=str(name), problem=str(request.data.get("problem") or ""),
                                  source=source, turn=turn_number,

@@ -396,3 +396,16 @@ def test_text_postgres_cannot_store_is_a_parse_error_from_users_not_a_server_err
                      format="multipart")
         assert r.status_code == 400 and r.json()["error"]["code"] == "parse_error", r.content
     assert not Submission.objects.exists()
+
+
+@pytest.mark.parametrize("turn", [-1, 10**12, "two"])
+def test_an_agent_turn_out_of_range_is_a_bad_turn_not_a_server_error(
+        owner: Any, cpu_hardware: Any, all_reduce: Any, no_dispatch: list[int], turn: Any) -> None:
+    from .conftest import client_for
+
+    api = client_for(owner)
+    api.raise_request_exception = False
+    run = api.post("/api/v1/runs/", {"model": "m", "hardware": cpu_hardware.slug, "k": 2}, format="json").json()
+    r = api.post(f"/api/v1/runs/{run['id']}/samples/", {"problem": "all-reduce", "source": VALID_SOURCE,
+                                                        "turn": turn}, format="json")
+    assert r.status_code == 400 and r.json()["error"]["code"] == "bad_turn", r.content
