@@ -33,7 +33,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils.dateparse import parse_datetime
 
-from portal.catalog.models import Hardware
+from portal.catalog.models import Hardware, Problem
 from portal.lib import reports
 from portal.submissions.importing import system_user, version_for
 from portal.submissions.lifecycle import apply_report
@@ -41,7 +41,7 @@ from portal.submissions.models import Status, Submission
 from portal.submissions.services import get_model, next_attempt
 
 from .archives import Entry
-from .board_plan import planned_counts
+from .board_plan import BoardPlan, read_plan
 from .models import Run, RunSample
 from .pkb import names
 from .pkb.adapters import adapter_for
@@ -83,10 +83,10 @@ def load_rows(path: Path) -> dict[str, dict[str, Any]]:
 def seed_board(directory: Path, root: Path, pkb_dirs: Path | None = None) -> BoardSeed:
     result = BoardSeed()
     try:
-        planned = planned_counts(directory)
+        plan = read_plan(directory)
     except ValueError as exc:  # the runs still seed, without saying how much is left
         result.errors.append(str(exc))
-        planned = {}
+        plan = BoardPlan()
     for path in sorted(directory.glob(RESULTS_GLOB)) if directory.is_dir() else []:
         rel = str(path.relative_to(root) if path.is_relative_to(root) else path)
         try:
@@ -99,7 +99,7 @@ def seed_board(directory: Path, root: Path, pkb_dirs: Path | None = None) -> Boa
             groups[(row["directory"], row["hardware"])].append(row)
         for (run_dir, hardware), group in sorted(groups.items()):
             try:
-                run = _run_for(rel, run_dir, hardware, group, planned.get(run_dir), result)
+                run = _run_for(rel, run_dir, hardware, group, plan.counts.get(run_dir), result)
             except ValueError as exc:
                 result.errors.append(f"{rel} {run_dir}: {exc}")
                 continue
@@ -111,7 +111,26 @@ def seed_board(directory: Path, root: Path, pkb_dirs: Path | None = None) -> Boa
                     result.errors.append(f"{label}: {exc}")
                     continue
                 (result.added if added else result.unchanged).append(label)
+            for fault in plan.faults.get(run_dir, []):
+                try:
+                    _add_model_fault(run, fault)
+                except ValueError as exc:
+                    result.errors.append(f"{rel} {run_dir}/{fault['file']}: {exc}")
     return result
+
+
+def _add_model_fault(run: Run, fault: dict[str, Any]) -> None:
+    """A file the import refuses for what the model wrote, stored as the import stores it: a
+    refused sample of the problem it answers, which the run's scores count as a failed attempt
+    (scoring.MODEL_FAULTS). No batch evaluates it, so only the plan brings it to a seeded run."""
+    if run.samples.filter(status=RunSample.REJECTED, name=str(fault["file"])[:300]).exists():
+        return
+    problem = Problem.objects.filter(slug=str(fault["problem"])).first()
+    if problem is None:
+        raise ValueError(f"no problem {fault['problem']!r} in the catalog")
+    RunSample.objects.create(run=run, problem=problem, name=str(fault["file"])[:300],
+                             pkb_id=fault["pkb_id"], status=RunSample.REJECTED,
+                             code=str(fault["code"])[:40], message=str(fault["message"]))
 
 
 def written_for(pkb_hardware: str) -> str:

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.test import Client
 
 from portal.catalog.services import load_catalog
-from portal.runs import presenters
+from portal.runs import presenters, scoring
 from portal.runs.board_seed import load_rows, seed_board
 from portal.runs.models import Run, RunSample
 from portal.runs.pkb.importer import MULTICAST_NOTE
@@ -40,6 +40,15 @@ def by_directory(results: Path = RESULTS) -> dict[str, list[dict[str, Any]]]:
     for row in load_rows(results).values():
         found[row["directory"]].append(row)
     return found
+
+
+def scored_rows(directory: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The directory's evaluated files and, as failed attempts, the files its plan says the
+    import refuses for what the model wrote (a syntax error): what the run's scores count."""
+    faults = [{"problem": f["problem"], "pkb_id": f["pkb_id"], "verdict": "fail", "speedup": None,
+               "speedup_low": None} for f in PLAN.get("model_faults", {}).get(directory, [])]
+    assert not {(f["problem"], f["pkb_id"]) for f in faults} & {(r["problem"], r["pkb_id"]) for r in rows}
+    return rows + faults
 
 
 def committed_results() -> list[Path]:
@@ -79,11 +88,12 @@ def check_board_page(results: Path) -> None:
         assert run.samples.filter(status=RunSample.ACCEPTED).count() == len(rows)
         row = next(r for r in presenters.runs_table([run]).rows if r["run"] == run.pk)
         passes = sum(r["verdict"] == "pass" for r in rows)
-        assert row["correct"] == passes and row["problems"] == len(rows)
-        assert row["pass_at_k"] == pytest.approx(passes / len(rows))
+        scored = scored_rows(directory, rows)
+        assert row["correct"] == passes and row["problems"] == len(scored)
+        assert row["pass_at_k"] == pytest.approx(passes / len(scored))
         for p in SCORED_P:
-            assert row[f"fast_{p:g}".replace(".", "_")] == pytest.approx(expected_fast_p(rows, p))
-        assert row["fast_1_at_k"] == pytest.approx(expected_fast_p(rows, 1.0))
+            assert row[f"fast_{p:g}".replace(".", "_")] == pytest.approx(expected_fast_p(scored, p))
+        assert row["fast_1_at_k"] == pytest.approx(expected_fast_p(scored, 1.0))
         planned = len(PLAN["directories"][directory])
         assert run.files_planned == planned
         assert row["evaluated"] == ("all" if len(rows) == planned else f"{len(rows)} of {planned} files")
@@ -205,3 +215,25 @@ def test_a_run_whose_board_is_unfinished_says_how_much_of_its_directory_it_holds
     (board / "plan.json").write_text(json.dumps({"directories": {directory: ["a.py", "b.py", "c.py", "d.py"]}}))
     assert not seed_board(board, tmp_path).errors
     assert presenters.runs_table([Run.objects.get()]).rows[0]["evaluated"] == "all"
+
+
+@pytest.mark.slow
+def test_a_file_the_import_refuses_for_the_model_is_a_failed_attempt_of_the_seeded_run(
+        catalog: None, tmp_path: Path) -> None:
+    board = tmp_path / "docs" / "measurements" / "board"
+    board.mkdir(parents=True)
+    row = json.loads(RESULTS.read_text().splitlines()[0])
+    (board / RESULTS.name).write_text(json.dumps(row) + "\n")
+    fault = {"file": "39_ulysses_gather_seq_scatter_heads_qkv_triton.py", "code": "syntax_error",
+             "problem": "ulysses-qkv-packed", "pkb_id": 38, "message": "Python syntax error at line 317"}
+    (board / "plan.json").write_text(json.dumps({"directories": {row["directory"]: [row["file"], "x.py"]},
+                                                 "model_faults": {row["directory"]: [fault]}}))
+    assert not seed_board(board, tmp_path).errors
+    assert not seed_board(board, tmp_path).errors  # a second seed adds no second refusal
+    run = Run.objects.get()
+    refused = run.samples.get(status=RunSample.REJECTED)
+    assert (refused.code, refused.problem.slug, refused.pkb_id) == ("syntax_error", "ulysses-qkv-packed", 38)
+    result = scoring.scores(run)["run_problems"]
+    assert (result["problems"], result["attempts"], result["correct"]) == (2, 2, int(row["verdict"] == "pass"))
+    assert result["outcomes"].get("syntax_error") == 1
+    assert presenters.runs_table([run]).rows[0]["evaluated"] == "1 of 2 files"  # the refusal is no file to evaluate

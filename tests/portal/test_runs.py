@@ -342,13 +342,23 @@ def test_runs_on_cpu_are_ranked_by_problems_solved_not_by_speedup(
 
 
 def test_the_board_plan_lists_what_the_dry_import_accepts(owner_api: Any, cpu_hardware: Any, catalog: None,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+                                                          monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    import shutil
+
     from portal.runs.board_plan import make_plan
+    from portal.runs.scoring import MODEL_FAULTS
 
     monkeypatch.setattr("portal.runs.pkb.importer.pkb_index", lambda: TEST_PKB_INDEX)
+    shutil.copytree(PKB_DIR.parent, tmp_path / "dirs")
+    directory = tmp_path / "dirs" / PKB_DIR.name
+    (directory / "2_allgather_cuda.py").write_text("def solution(x:\n")  # the model's fault, at a mapped problem
     r = owner_api.post("/api/v1/runs/pkb-import/?dry_run=1", {
-        "archive": _upload("d.zip", pack(pkb_files())), "hardware": cpu_hardware.slug}, format="multipart")
+        "archive": _upload("d.zip", pack(pkb_files(directory))), "hardware": cpu_hardware.slug}, format="multipart")
     accepted = sorted(f["name"] for f in r.json()["files"] if f["status"] == "accepted")
-    plan = make_plan(PKB_DIR.parent, "test data", "abc1234")
+    faults = [(f["name"], f["code"], f["problem"]) for f in r.json()["files"]
+              if f["code"] in MODEL_FAULTS and f["problem"]]
+    plan = make_plan(tmp_path / "dirs", "test data", "abc1234")
     # The ParallelKittens directory beside it has nothing importable: not planned, as batches skip it.
-    assert plan["directories"] == {PKB_DIR.name: accepted} and plan["files"] == len(accepted) == 9
+    assert plan["directories"] == {PKB_DIR.name: accepted} and plan["files"] == len(accepted) == 8
+    assert faults == [("2_allgather_cuda.py", "syntax_error", "all-gather")]
+    assert [(f["file"], f["code"], f["problem"]) for f in plan["model_faults"][PKB_DIR.name]] == faults

@@ -37,4 +37,6 @@ class Command(BaseCommand):
         out = Path(options["out"])
         out.write_text(json.dumps(plan, indent=1) + "\n")
         counts = ", ".join(f"{name} {len(files)}" for name, files in plan["directories"].items())
-        self.stdout.write(f"{plan['files']} files planned ({counts}): {out}")
+        faults = sum(len(entries) for entries in plan["model_faults"].values())
+        self.stdout.write(f"{plan['files']} files planned ({counts}) and {faults} refused for what "
+                          f"the model wrote (failed attempts of their problems): {out}")
