@@ -297,3 +297,16 @@ def test_repeated_messages_are_not_progress_without_end():
                       lambda side, event: events.append(side))
     assert report["verdict"] == "pass", report["failure"]  # its calls are the reference's own
     assert events.count("candidate") < 100, events.count("candidate")
+
+
+@pytest.mark.confined  # the init's watch of a side's memory: the sandbox's
+def test_memory_held_behind_an_exited_main_thread_counts_against_the_rank():
+    # Two helpers whose main thread had ended alone held 1.2 GiB each: their /proc status showed
+    # no resident memory, and rank 0 passed at some 2.8 GiB under a limit of 2 GiB.
+    from evaluator.config import ResourceLimits
+
+    report = run("hides_memory_behind_an_exited_main_thread", timing=False,
+                 resources=ResourceLimits(memory_bytes_per_rank=2 << 30))
+    assert report["verdict"] == "fail"
+    assert report["failure"]["failure_class"] == "resource_limit", report["failure"]
+    assert "used more than the limit of 2 GiB" in report["failure"]["message"]
