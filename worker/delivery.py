@@ -43,11 +43,19 @@ class Spool:
         return sorted(self.directory.glob("*.json"))
 
 
+# A portal that answers 500 to a result is up and failing on this very body (a candidate's text
+# it could not store was one): retried for PKB_WORKER_DELIVERY_MAX_S (6 h), the job held the
+# worker until its task's hard limit. After this many such answers the result waits in the spool
+# (a restarted worker posts it again) and the worker takes its next job.
+SERVER_ERROR_TRIES = 5
+
+
 def deliver_once_accepted(url: str, token: str, payload: dict[str, Any], config: WorkerConfig,
                           path: Path | None = None) -> str:
     """Posts until the portal answers; returns accepted, duplicate, rejected or kept."""
     deadline = time.monotonic() + config.delivery_max_s
     delay = 1.0
+    server_errors = 0
     while True:
         try:
             callback.post(url, token, payload, retries=0)
@@ -57,6 +65,11 @@ def deliver_once_accepted(url: str, token: str, payload: dict[str, Any], config:
             if outcome == "rejected":
                 log.warning("portal refused a result for good: %s", exc)
         except ConnectionError as exc:
+            server_errors = server_errors + 1 if isinstance(exc, callback.ServerError) else 0
+            if server_errors >= SERVER_ERROR_TRIES:
+                log.error("portal failed on this result %d times in a row; kept in %s for the next "
+                          "start: %s", server_errors, path, exc)
+                return "kept"
             if time.monotonic() + delay > deadline:
                 log.error("portal unreachable for %s s; result kept in %s: %s",
                           config.delivery_max_s, path, exc)
