@@ -112,8 +112,9 @@ def check_model_name(name: str) -> str:
                               "and . _ : / @ + - or space, starting with a letter or digit.",
                               field="model")
     # "reference" is the problems' own code as the portal evaluates it: a user's upload under it
-    # was a row "reference 9.00x" on the problem board, credited to no one.
-    if name.lower() == "reference":
+    # was a row "reference 9.00x" on the problem board, credited to no one; and a model named
+    # "baseline: reference" was a second baseline row there, at whatever speed it got.
+    if name.lower() == "reference" or name.lower().startswith("baseline:"):
         raise SubmissionError("bad_model_name", '"reference" names the problems\' reference '
                               "code, which the portal evaluates itself; upload under your "
                               'model\'s name, or "human".', field="model")

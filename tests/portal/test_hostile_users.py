@@ -182,7 +182,7 @@ def test_a_body_past_the_request_limit_is_a_413_so_a_worker_stops_retrying_it(
     assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
 
 
-@pytest.mark.parametrize("name", ["reference", "Reference"])
+@pytest.mark.parametrize("name", ["reference", "Reference", "baseline: reference", "Baseline:ref"])
 def test_nobody_uploads_or_runs_under_the_reference_model(owner_api: Any, cpu_hardware: Any, all_reduce: Any,
                                                           no_dispatch: list[int], name: str) -> None:
     # An upload under "reference" was the problem board's row "reference 9.00x" with no credit,
