@@ -58,9 +58,11 @@ HOLD_BYTES_PER_GPU = 4 << 30
 # 10 ms, and a stopped process gets none; two allow for a tick read as it turned.
 FROZEN_CPU_S = 0.02
 # Run time the threads of a stopped side may seem to add while the other is timed, counted in
-# nanoseconds (/proc's schedstat): none at all, less a margin for a reading taken as a thread
-# finished stopping.
-FROZEN_RUN_NS = 1_000_000
+# nanoseconds (/proc's schedstat): none at all. The margin of 1 ms this once allowed (for a reading
+# taken as a thread finished stopping) was 0 ns in every honest reading (348, sandbox on and off),
+# and a helper woken under it ran unseen beside every reference block: on a GPU, time enough to
+# launch a kernel that runs beside the reference (red team, spins_under_the_margin).
+FROZEN_RUN_NS = 1
 # The same after a side's own freeze, while the judge reads what its block left: the freeze has
 # seen every thread stopped before the first reading, so any run time at all (a nanosecond) is a
 # thread that was continued.

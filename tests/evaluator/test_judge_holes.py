@@ -310,3 +310,13 @@ def test_memory_held_behind_an_exited_main_thread_counts_against_the_rank():
     assert report["verdict"] == "fail"
     assert report["failure"]["failure_class"] == "resource_limit", report["failure"]
     assert "used more than the limit of 2 GiB" in report["failure"]["message"]
+
+
+def test_a_process_that_runs_under_a_ms_beside_the_reference_is_caught():
+    # Woken by a one-shot timer aimed past the judge's reads after the candidate's block, a helper
+    # ran 0.5 ms beside each reference block it reached: under the 1 ms margin, it passed (3 runs
+    # of 3). On a GPU that is time to launch a kernel that runs beside the reference.
+    report = run("spins_under_the_margin")
+    assert report["verdict"] == "fail", (report.get("timing") or {}).get("speedup")
+    assert report["failure"]["failure_class"] == "protocol_violation", report["failure"]
+    assert "while they stood stopped, during the reference's" in report["failure"]["message"]
