@@ -302,7 +302,7 @@ def test_repeated_messages_are_not_progress_without_end():
 @pytest.mark.confined  # the init's watch of a side's memory: the sandbox's
 def test_memory_held_behind_an_exited_main_thread_counts_against_the_rank():
     # Two helpers whose main thread had ended alone held 1.2 GiB each: their /proc status showed
-    # no resident memory, and rank 0 passed at some 2.8 GiB under a limit of 2 GiB.
+    # no resident memory, and rank 0 passed with 2.4 GiB in them beside its own under a 2 GiB limit.
     from evaluator.config import ResourceLimits
 
     report = run("hides_memory_behind_an_exited_main_thread", timing=False,

@@ -5,9 +5,10 @@ process's resident set from /proc/PID/status, and every fifth scan the memory fi
 folder. When a process's main thread has ended alone (the exit system call) while another goes
 on, that status describes the exited main thread: no VmRSS line, and an empty fd folder. So at
 import rank 0 starts two helpers whose main thread ends at once; their other thread then fills
-1.2 GiB and sleeps. On CPU each process also has an address-space limit of the rank's share, which is
-why two. Before the fix, under a 2 GiB limit per rank, the rank held some 2.8 GiB and passed; on
-GPU hosts, with no cgroup, the watch is the only cap on a side's host memory.
+1.2 GiB and sleeps. On CPU each process also has an address-space limit of the rank's share,
+which is why two. Before the fix, under a 2 GiB limit per rank, the rank held 2.4 GiB in them
+beside its own and passed (2 runs of 2); on GPU hosts, with no cgroup, the watch is the only cap
+on a side's host memory.
 """
 
 import os
