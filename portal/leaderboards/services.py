@@ -319,6 +319,17 @@ def baseline(version: ProblemVersion, hardware: Hardware, world_size: int | None
                     ReferenceTiming.KIND, None, timing.measured_on, timing.source_file)
 
 
+def claimed_speedup(sub: Submission) -> float:
+    """What a correct submission is ranked by on a GPU board: the lower end of its speedup's 95%
+    interval, as fast_p counts it, and its point speedup only where a report has no interval
+    (schema before 1.3). By the point speedup, resubmitting one kernel until a run came out lucky
+    raised its row: the best of N noisy points drifts up with N, the best of N lower ends far
+    less, and a lucky point with a wide interval is not ranked by its luck (red team,
+    2026-11-28)."""
+    value = sub.speedup_low if sub.speedup_low is not None else sub.speedup
+    return value or 0.0
+
+
 def problem_board(version: ProblemVersion, hardware: Hardware) -> ProblemBoard:
     """One row per model under the reference baseline. On GPU its best correct submission,
     fastest first, ranked; on CPU (a smoke test) its first correct submission, earliest first,
@@ -327,10 +338,14 @@ def problem_board(version: ProblemVersion, hardware: Hardware) -> ProblemBoard:
     finished = (Submission.objects.finished().filter(problem_version=version)
                 .on_track(hardware, world_size).select_related("model", "user"))
     by_speed = ranks_by_speed(hardware)
-    order = ("-speedup", "finished_at") if by_speed else ("finished_at", "pk")
     best: dict[tuple[str, str], Submission] = {}
     # Reports (kilobytes each) only for the rows shown, in one query.
-    for sub in finished.filter(verdict="pass").order_by(*order).defer("report", "source"):
+    passes = finished.filter(verdict="pass").defer("report", "source")
+    if by_speed:
+        passes = sorted(passes, key=lambda s: (-claimed_speedup(s), -(s.speedup or 0.0), s.finished_at))
+    else:
+        passes = passes.order_by("finished_at", "pk")
+    for sub in passes:
         # each person who uploads as ``human`` is ranked on their own, under their name
         key = (sub.model.name, sub.credit if sub.model.kind == "human" else "")
         if key not in best:
@@ -351,9 +366,8 @@ def problem_board(version: ProblemVersion, hardware: Hardware) -> ProblemBoard:
                      "backend": "nccl" if hardware.kind == "gpu" else "gloo",
                      "roofline_fraction": base.roofline_fraction, "date": base.date,
                      "submission": base.submission, "baseline": True})
-    # On CPU ``best`` is already in the board's order (dicts keep insertion order). On GPU the
-    # sort puts a pass without a speedup (Postgres sorts NULL first under -speedup) last.
-    ordered = sorted(best.values(), key=lambda s: -(s.speedup or 0)) if by_speed else list(best.values())
+    # ``best`` is already in the board's order (dicts keep insertion order).
+    ordered = list(best.values())
     found = reports_of([sub.pk for sub in ordered])
     for rank, sub in enumerate(ordered, 1):
         report = found.get(sub.pk)

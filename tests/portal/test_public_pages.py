@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from portal.submissions.importing import import_results
+from portal.submissions.models import Submission
 
-from .conftest import DATA, lucky_and_steady
+from .conftest import DATA, a_result, lucky_and_steady
 
 pytestmark = pytest.mark.django_db
 
@@ -133,6 +134,21 @@ def test_the_cpu_problem_board_lists_first_correct_submissions_earliest_first_wi
     assert [(r["model"], r["speedup"], r["rank"]) for r in on_gpu] == [("lucky", 3.81, 1), ("steady", 2.0, 2)]
     page = client.get(f"/problems/all-reduce/?hardware={gpu.slug}").content.decode()
     assert "fastest first" in page and '<th class="int">#</th>' in page.split('data-table="problem"')[1]
+
+
+def test_a_gpu_problem_board_ranks_by_the_lower_end_of_the_interval_not_by_a_lucky_point(
+        client: Any, owner: Any, all_reduce: Any, gpu_hardware: Any) -> None:
+    def result(model: str, speedup: float, low: float, high: float, minutes_ago: float) -> None:
+        sub = a_result(owner, model, gpu_hardware, all_reduce, speedup=speedup, minutes_ago=minutes_ago)
+        Submission.objects.filter(pk=sub.pk).update(speedup_low=low, speedup_high=high)
+
+    # "resubmitted" ran one kernel twice: 1.20x [1.15, 1.25], then a lucky 1.90x [0.95, 2.60].
+    result("resubmitted", 1.20, 1.15, 1.25, minutes_ago=30)
+    result("resubmitted", 1.90, 0.95, 2.60, minutes_ago=20)
+    result("steady", 1.40, 1.35, 1.45, minutes_ago=10)
+    board = rows(client, f"/problems/all-reduce/?hardware={gpu_hardware.slug}", "problem")
+    assert [(r["model"], r["speedup"], r["rank"]) for r in board if r["model"] != "baseline: reference"] == \
+        [("steady", 1.40, 1), ("resubmitted", 1.20, 2)]
 
 
 def test_the_home_page_names_no_fastest_cpu_result(client: Any, both: tuple[Any, Any]) -> None:
