@@ -92,9 +92,12 @@ def is_fast(attempt: Attempt, p: float) -> bool:
 
 
 def best_correct(attempts: Iterable[Attempt]) -> Attempt | None:
-    """The correct attempt with the highest (point) speedup: the one shown."""
+    """The correct attempt shown, and used for the geo-mean: the highest lower end of its
+    interval (its point speedup where it has none), then the highest point. By the point alone a
+    lucky wide interval was the one shown, and resubmitting until a run came out lucky raised a
+    model's geo-mean and its row on a problem board (red team, 2026-11-28)."""
     correct = [a for a in attempts if a.correct]
-    return max(correct, key=lambda a: a.speedup or 0.0) if correct else None
+    return max(correct, key=lambda a: (credited_speedup(a) or 0.0, a.speedup or 0.0)) if correct else None
 
 
 def fastest_correct(attempts: Iterable[Attempt]) -> Attempt | None:

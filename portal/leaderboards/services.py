@@ -320,12 +320,10 @@ def baseline(version: ProblemVersion, hardware: Hardware, world_size: int | None
 
 
 def claimed_speedup(sub: Submission) -> float:
-    """What a correct submission is ranked by on a GPU board: the lower end of its speedup's 95%
-    interval, as fast_p counts it, and its point speedup only where a report has no interval
-    (schema before 1.3). By the point speedup, resubmitting one kernel until a run came out lucky
-    raised its row: the best of N noisy points drifts up with N, the best of N lower ends far
-    less, and a lucky point with a wide interval is not ranked by its luck (red team,
-    2026-11-28)."""
+    """What a correct submission is ranked by on a GPU board, metrics.credited_speedup's rule: the
+    lower end of its speedup's 95% interval, its point speedup only where a report has none. By
+    the point, resubmitting one kernel until a run came out lucky raised its row: the best of N
+    noisy points drifts up with N, the best of N lower ends far less (red team, 2026-11-28)."""
     value = sub.speedup_low if sub.speedup_low is not None else sub.speedup
     return value or 0.0
 
@@ -407,7 +405,9 @@ def best_per_hardware() -> list[HardwareSummary]:
         if not t.attempts:
             continue
         correct = [a for a in t.attempts if a.correct and a.speedup is not None and a.model != "reference"]
-        fastest = max(correct, key=lambda a: a.speedup or 0.0, default=None) if ranks_by_speed(hw) else None
+        # By what the interval shows for sure, as the problem boards rank (claimed_speedup).
+        fastest = max(correct, key=lambda a: (a.speedup_low if a.speedup_low is not None else a.speedup or 0.0,
+                                              a.speedup or 0.0), default=None) if ranks_by_speed(hw) else None
         sub = (Submission.objects.select_related("model", "user").defer("report", "source")
                .filter(pk=fastest.submission).first() if fastest and fastest.submission else None)
         summaries.append(HardwareSummary(

@@ -149,6 +149,8 @@ def test_a_gpu_problem_board_ranks_by_the_lower_end_of_the_interval_not_by_a_luc
     board = rows(client, f"/problems/all-reduce/?hardware={gpu_hardware.slug}", "problem")
     assert [(r["model"], r["speedup"], r["rank"]) for r in board if r["model"] != "baseline: reference"] == \
         [("steady", 1.40, 1), ("resubmitted", 1.20, 2)]
+    card = client.get("/").content.decode().split(f'data-hardware="{gpu_hardware.slug}"')[1].split("</div>")[0]
+    assert "Fastest correct: " in card and "by steady" in card and "1.90" not in card
 
 
 def test_the_home_page_names_no_fastest_cpu_result(client: Any, both: tuple[Any, Any]) -> None:
