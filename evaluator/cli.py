@@ -285,6 +285,13 @@ def _remote_command(argv: Sequence[str]) -> bool:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    for stream in (sys.stdout, sys.stderr):
+        # The summary quotes the candidate's own text (its exception), which may hold what no
+        # encoding writes (a lone surrogate): it is printed escaped. It made `pkb eval` end in
+        # "error" with exit code 2 after writing a report that said fail (red team, 2026-11-28).
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
     if _remote_command(argv):
         from pkb_client.cli import main as remote
 

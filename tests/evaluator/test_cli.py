@@ -96,3 +96,22 @@ def test_the_dtype_on_the_command_line_is_the_evaluations(monkeypatch, capsys, t
         main(["eval", "--problem", "ddp-training-step", "--solution", CORRECT, "--world-size", "2",
               "--dtype", "bfloat16", "--size", "small", "--no-timing"])
     assert [(c.problem, c.dtype, c.size, c.timing) for c in seen] == [("ddp-training-step", "bfloat16", "small", False)]
+
+
+def test_a_candidate_message_no_encoding_can_write_is_printed_escaped(tmp_path):
+    """Through a real pipe (UTF-8, strict): the summary quotes the candidate's exception, and a
+    lone surrogate there made `pkb eval` print "error" and exit 2 after its report said fail."""
+    import os
+    import subprocess
+    import sys
+
+    solution = tmp_path / "surrogate.py"
+    solution.write_text('def solution(x, *, group):\n    raise RuntimeError("bad \\ud800 text")\n')
+    out = tmp_path / "report.json"
+    done = subprocess.run([sys.executable, "-m", "evaluator.cli", "eval", "--problem", "all-reduce",
+                           "--solution", str(solution), "--world-size", "2", "--size", "small",
+                           "--trials", "2", "--no-timing", "--json", str(out)],
+                          capture_output=True, timeout=300, env={**os.environ, "PYTHONIOENCODING": "utf-8"})
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]  # 0: a verdict was reached
+    assert json.loads(out.read_text())["failure"]["failure_class"] == "runtime_error"
+    assert "verdict: FAIL" in done.stdout.decode() and "\\ud800" in done.stdout.decode()
