@@ -305,7 +305,8 @@ class SideRun(SideDiagnosis):
             self.running_since = time.monotonic()
         if self.box is not None:
             self.box.thaw()
-            if self.buffers is not None and self.side == "candidate" and getattr(self.box, "started_while_frozen", False):
+            judged_candidate = self.buffers is not None and self.side == "candidate"
+            if judged_candidate and getattr(self.box, "started_while_frozen", False):
                 # A process started while the side stood stopped was started by one that ran (a
                 # SIGCONT it had a timer send), and its work ran beside the other side; one gone
                 # before the judge read the side (reaped by the kernel where its parent ignores
