@@ -125,8 +125,18 @@ def cmd_eval(args: argparse.Namespace) -> int:
     config = _config(args, size=args.size, timing=not args.no_timing)
     report = evaluate(config, _print_progress if args.progress else None)
     _hand_over(report, args.json, args.report_fd)
-    print(render_summary(report))
+    print(writable(render_summary(report), sys.stdout))
     return 0
+
+
+def writable(text: str, stream: Any) -> str:
+    """``text`` as ``stream`` can write it, what its encoding cannot escaped. The summary quotes
+    the candidate's own text (its exception), which may hold what no encoding writes (a lone
+    surrogate): printing it made `pkb eval` end in "error", exit code 2, after writing a report
+    that said fail (red team, 2026-11-28). Not the stream's own error handler: reconfiguring a
+    warm worker's child's stdout raised "Illegal seek"."""
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    return text.encode(encoding, "backslashreplace").decode(encoding)
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -146,7 +156,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     sweep = run_sweep(config, targets=targets, base=args.base, on_point=said,
                       command="pkb " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["sweep"] else None)
     _hand_over(sweep, args.out, args.report_fd)
-    print(render_table(sweep))
+    print(writable(render_table(sweep), sys.stdout))
     return 0
 
 
@@ -161,7 +171,7 @@ def _hand_over(document: Mapping[str, Any], path: Optional[Path], fd: Optional[i
 
 
 def _print_progress(side: str, event: dict[str, Any]) -> None:
-    print(progress.format_line(side, event), file=sys.stderr, flush=True)
+    print(writable(progress.format_line(side, event), sys.stderr), file=sys.stderr, flush=True)
 
 
 def _interval_line(timing: Mapping[str, Any]) -> str:
@@ -285,13 +295,6 @@ def _remote_command(argv: Sequence[str]) -> bool:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    for stream in (sys.stdout, sys.stderr):
-        # The summary quotes the candidate's own text (its exception), which may hold what no
-        # encoding writes (a lone surrogate): it is printed escaped. It made `pkb eval` end in
-        # "error" with exit code 2 after writing a report that said fail (red team, 2026-11-28).
-        reconfigure = getattr(stream, "reconfigure", None)
-        if reconfigure is not None:
-            reconfigure(errors="backslashreplace")
     if _remote_command(argv):
         from pkb_client.cli import main as remote
 
