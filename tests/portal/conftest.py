@@ -175,6 +175,18 @@ def lucky_and_steady(user: Any, problem: Any, hardware: Any) -> None:
 
 
 @pytest.fixture
+def job(owner: Any, all_reduce: Any, cpu_hardware: Any) -> tuple[Any, str]:
+    """A queued submission and the worker token its task message would carry."""
+    from portal.submissions.services import create, get_model, resolve_target
+
+    sub = create(user=owner, target=resolve_target("all-reduce", cpu_hardware.slug),
+                 backend="torch", model=get_model("human"), text=VALID_SOURCE, origin="upload")
+    token = sub.new_token()
+    sub.save()
+    return sub, token
+
+
+@pytest.fixture
 def no_dispatch(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Record dispatches instead of sending them (tests of the portal alone)."""
     sent: list[int] = []

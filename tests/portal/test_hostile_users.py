@@ -16,20 +16,10 @@ from rest_framework.test import APIClient
 
 from portal.lib.reports import without_nul
 from portal.submissions.models import Submission
-from portal.submissions.services import create, get_model, resolve_target
 
-from .conftest import VALID_SOURCE
+from .conftest import VALID_SOURCE, client_for
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def job(owner: Any, all_reduce: Any, cpu_hardware: Any) -> tuple[Submission, str]:
-    sub = create(user=owner, target=resolve_target("all-reduce", cpu_hardware.slug),
-                 backend="torch", model=get_model("human"), text=VALID_SOURCE, origin="upload")
-    token = sub.new_token()
-    sub.save()
-    return sub, token
 
 
 def worker_post(sub: Submission, what: str, token: str, body: dict[str, Any]) -> Any:
@@ -125,7 +115,6 @@ def damaged(how: str) -> bytes:
 @pytest.mark.parametrize("how", ["zip_crc", "zip_encrypted", "zip_method"])
 def test_a_damaged_archive_is_a_bad_archive_not_a_server_error(
         owner: Any, cpu_hardware: Any, all_reduce: Any, no_dispatch: list[int], how: str) -> None:
-    from .conftest import client_for
 
     api = client_for(owner)
     api.raise_request_exception = False
@@ -160,7 +149,6 @@ def test_a_csv_export_never_starts_a_cell_with_a_formula_character() -> None:
 
 def test_a_body_past_the_request_limit_is_a_413_so_a_worker_stops_retrying_it(
         job: Any, real_report: dict[str, Any], owner: Any, cpu_hardware: Any) -> None:
-    from .conftest import client_for
 
     # Django refuses a body over DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MB) when it is read; the API
     # answered that with a 500, which a worker retries with backoff for hours (worker/delivery.py)
@@ -242,7 +230,6 @@ def test_a_private_sources_lines_quoted_by_its_failure_stay_with_the_source(
     # The source is its owner's and staff's, but the report was everyone's: the traceback, the
     # compiler's log, the stacks and stderr of a failure quote the lines of the source they pass
     # through, so anyone read them on the page and in the API.
-    from .conftest import client_for
 
     from pathlib import Path
 
@@ -357,7 +344,6 @@ def test_a_runs_sampling_settings_are_a_few_settings_not_megabytes(owner_api: An
 
 def test_json_nested_deeper_than_python_reads_is_a_parse_error_not_a_server_error(
         job: Any, owner: Any, cpu_hardware: Any) -> None:
-    from .conftest import client_for
 
     # DRF answers only a ValueError of json as a parse error; its RecursionError was a 500, logged
     # with a thousand-frame traceback, and a 500 is what a worker retries for hours.
@@ -377,7 +363,6 @@ def test_json_nested_deeper_than_python_reads_is_a_parse_error_not_a_server_erro
 @pytest.mark.parametrize("text", ["a\x00b", "a\ud800b"])
 def test_text_postgres_cannot_store_is_a_parse_error_from_users_not_a_server_error(
         owner: Any, cpu_hardware: Any, all_reduce: Any, no_dispatch: list[int], text: str) -> None:
-    from .conftest import client_for
 
     # A run's note, link or sampling with U+0000 or a lone surrogate reached PostgreSQL, which
     # refused it: a 500 (and the same for a sample's agent context, and a JSON source's surrogate).
@@ -401,7 +386,6 @@ def test_text_postgres_cannot_store_is_a_parse_error_from_users_not_a_server_err
 @pytest.mark.parametrize("turn", [-1, 10**12, "two"])
 def test_an_agent_turn_out_of_range_is_a_bad_turn_not_a_server_error(
         owner: Any, cpu_hardware: Any, all_reduce: Any, no_dispatch: list[int], turn: Any) -> None:
-    from .conftest import client_for
 
     api = client_for(owner)
     api.raise_request_exception = False

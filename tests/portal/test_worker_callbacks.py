@@ -11,21 +11,8 @@ from django.utils import timezone
 from portal.lib.reports import without_nul
 from portal.submissions.models import Submission
 from portal.submissions.lifecycle import reap_stuck
-from portal.submissions.services import create, resolve_target, get_model
-
-from .conftest import VALID_SOURCE
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def job(owner: Any, all_reduce: Any, cpu_hardware: Any) -> tuple[Submission, str]:
-    """A queued submission and the worker token its task message would carry."""
-    sub = create(user=owner, target=resolve_target("all-reduce", cpu_hardware.slug),
-                 backend="torch", model=get_model("human"), text=VALID_SOURCE, origin="upload")
-    token = sub.new_token()
-    sub.save()
-    return sub, token
 
 
 def post(client: Any, sub: Submission, what: str, token: str, body: dict[str, Any]) -> Any:
