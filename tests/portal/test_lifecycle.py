@@ -11,8 +11,6 @@ from portal.submissions.lifecycle import (TRANSITIONS, TransitionError, record_f
                                           record_status)
 from portal.submissions.models import PENDING, Status, Submission
 
-from .test_worker_callbacks import job  # noqa: F401 - the fixture
-
 pytestmark = pytest.mark.django_db
 
 

@@ -19,7 +19,7 @@ from portal.submissions.lifecycle import apply_report, record_report
 from portal.submissions.models import AIModel, Submission
 
 from .conftest import one_round, with_interval
-from .test_worker_callbacks import job, post  # noqa: F401 - the fixture
+from .test_worker_callbacks import post
 
 pytestmark = pytest.mark.django_db
 SCHEMA = json.loads((Path(settings.BASE_DIR) / "evaluator" / "report.schema.json").read_text())
