@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 FAST_P = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0)
 KS = (1, 3)
@@ -74,9 +74,10 @@ def mean_pass_at_k(by_problem: Mapping[str, Sequence[Attempt]], n_problems: int,
     return total / n_problems
 
 
-def credited_speedup(attempt: Attempt) -> float | None:
+def credited_speedup(attempt: Attempt | Any) -> float | None:
     """The speedup fast_p credits: the interval's lower end; the point speedup where a report
-    (schema 1.2 or older) has no interval."""
+    (schema 1.2 or older) has no interval. ``attempt``: an Attempt, or anything with its
+    ``speedup`` and ``speedup_low`` (a Submission: the problem boards rank by it too)."""
     return attempt.speedup_low if attempt.speedup_low is not None else attempt.speedup
 
 

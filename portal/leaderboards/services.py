@@ -319,15 +319,6 @@ def baseline(version: ProblemVersion, hardware: Hardware, world_size: int | None
                     ReferenceTiming.KIND, None, timing.measured_on, timing.source_file)
 
 
-def claimed_speedup(sub: Submission) -> float:
-    """What a correct submission is ranked by on a GPU board, metrics.credited_speedup's rule: the
-    lower end of its speedup's 95% interval, its point speedup only where a report has none. By
-    the point, resubmitting one kernel until a run came out lucky raised its row: the best of N
-    noisy points drifts up with N, the best of N lower ends far less (red team, 2026-11-28)."""
-    value = sub.speedup_low if sub.speedup_low is not None else sub.speedup
-    return value or 0.0
-
-
 def problem_board(version: ProblemVersion, hardware: Hardware) -> ProblemBoard:
     """One row per model under the reference baseline. On GPU its best correct submission,
     fastest first, ranked; on CPU (a smoke test) its first correct submission, earliest first,
@@ -340,7 +331,10 @@ def problem_board(version: ProblemVersion, hardware: Hardware) -> ProblemBoard:
     # Reports (kilobytes each) only for the rows shown, in one query.
     passes = finished.filter(verdict="pass").defer("report", "source")
     if by_speed:
-        passes = sorted(passes, key=lambda s: (-claimed_speedup(s), -(s.speedup or 0.0), s.finished_at))
+        # By the interval's lower end, as fast_p credits: by the point, resubmitting one kernel
+        # until a run came out lucky raised its row (red team, 2026-11-28).
+        passes = sorted(passes, key=lambda s: (-(metrics.credited_speedup(s) or 0.0), -(s.speedup or 0.0),
+                                               s.finished_at))
     else:
         passes = passes.order_by("finished_at", "pk")
     for sub in passes:
@@ -405,9 +399,7 @@ def best_per_hardware() -> list[HardwareSummary]:
         if not t.attempts:
             continue
         correct = [a for a in t.attempts if a.correct and a.speedup is not None and a.model != "reference"]
-        # By what the interval shows for sure, as the problem boards rank (claimed_speedup).
-        fastest = max(correct, key=lambda a: (a.speedup_low if a.speedup_low is not None else a.speedup or 0.0,
-                                              a.speedup or 0.0), default=None) if ranks_by_speed(hw) else None
+        fastest = metrics.best_correct(correct) if ranks_by_speed(hw) else None
         sub = (Submission.objects.select_related("model", "user").defer("report", "source")
                .filter(pk=fastest.submission).first() if fastest and fastest.submission else None)
         summaries.append(HardwareSummary(
