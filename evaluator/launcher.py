@@ -43,6 +43,9 @@ MAX_KEPT = 16
 # protocol violation (an honest rank reads at once; a long command line may need a few reads).
 COMMAND_WRITE_S = 5.0
 MAX_LABELS = 4096
+# A progress event's step, as the hook gets it: the harness's are short text (its start-up summary
+# names a few phases).
+MAX_STEP_CHARS = 400
 # `python -I`: no environment variables, no user site, nothing importable from the working
 # directory; the harness's packages come from the (read-only) checkout.
 RANK_ENTRY = (f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); "
@@ -607,7 +610,19 @@ class SideRun(SideDiagnosis):
             state.timing_announced = True
             self.on_progress(self.side, {"event": STEP, "step": "timing started", "task": event.get("task")})
         elif kind in (READY, STEP, DONE) or (kind == TIMES and not self.job.get("driven")):
-            self.on_progress(self.side, {"event": kind, "step": event.get("step"), "task": event.get("task")})
+            self.on_progress(self.side, progress_event(kind, event))
+
+
+def progress_event(kind: str, event: dict[str, Any]) -> dict[str, Any]:
+    """What the progress hook gets of a rank's message: its step as short text, its task as a
+    whole number, nothing else. Candidate code can send the first "ready" (and "done") in the
+    harness's name, and its step went to the hook as sent: a list nested just short of the depth
+    the judge's parser refuses was one that `pkb eval --progress`, encoding it a few frames deeper,
+    could not (RecursionError: a traceback and no report instead of a verdict; red team,
+    nests_its_ready_step)."""
+    step, task = event.get("step"), event.get("task")
+    return {"event": kind, "step": step[:MAX_STEP_CHARS] if isinstance(step, str) else None,
+            "task": task if type(task) is int else None}
 
 
 def run_side(job: RankJob, workdir: Path, limits: Limits, timing_s: float,

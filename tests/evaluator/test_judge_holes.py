@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import run_hostile
+from evaluator.api import evaluate
+from evaluator.config import EvalConfig
+
+from .conftest import HOSTILE, TEST_LIMITS, run_hostile
 
 run = run_hostile
 WITHIN_ITS_OWN_PROCESS = pytest.mark.unconfined_in_long
@@ -320,3 +323,40 @@ def test_a_process_that_runs_under_a_ms_beside_the_reference_is_caught():
     assert report["verdict"] == "fail", (report.get("timing") or {}).get("speedup")
     assert report["failure"]["failure_class"] == "protocol_violation", report["failure"]
     assert "while they stood stopped, during the reference's" in report["failure"]["message"]
+
+
+# -- the sixth red-team pass (2026-11-28) ---------------------------------------------------------
+
+@WITHIN_ITS_OWN_PROCESS
+def test_a_ready_step_nested_to_the_parsers_edge_still_ends_in_a_verdict(tmp_path):
+    # The first "ready" of rank 0, sent in the harness's name at import, went to the progress hook
+    # step and all. Nested just short of the depth the judge's parser refuses, it was a step that
+    # `pkb eval --progress` (a worker's command), encoding it a few frames deeper, could not:
+    # RecursionError, a traceback and no report (3 depths of 3 around the edge, sandbox on and off).
+    import re
+
+    from contract import progress
+
+    source = (HOSTILE / "nests_its_ready_step.py").read_text()
+
+    def run_at(depth: int) -> dict:
+        path = tmp_path / f"nests_its_ready_step_{depth}.py"
+        path.write_text(re.sub(r"^DEPTH = \d+$", f"DEPTH = {depth}", source, flags=re.M))
+        return dict(evaluate(EvalConfig(problem="all-reduce", solution_path=path, world_size=2, device="cpu",
+                                        size="small", trials=2, timing=False, limits=TEST_LIMITS),
+                             lambda side, event: progress.format_line(side, event)))
+
+    def refused(report: dict) -> bool:
+        return "not a message" in ((report["failure"] or {}).get("message") or "")
+
+    # The edge hangs on this process's stack: the deepest step the judge still parses, found by
+    # bisection (a refused step is the candidate's protocol_violation at once).
+    low, high = 500, 1500
+    assert not refused(run_at(low)) and refused(run_at(high))
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if refused(run_at(middle)) else (middle, high)
+    for depth in range(low, low - 4, -1):
+        report = run_at(depth)
+        assert report["verdict"] == "fail", depth
+        assert report["failure"]["failure_class"] == "value_mismatch", (depth, report["failure"])
