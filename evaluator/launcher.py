@@ -608,7 +608,7 @@ class SideRun(SideDiagnosis):
             return
         if kind == WAITING and not state.timing_announced:
             state.timing_announced = True
-            self.on_progress(self.side, {"event": STEP, "step": "timing started", "task": event.get("task")})
+            self.on_progress(self.side, progress_event(STEP, {"step": "timing started", "task": event.get("task")}))
         elif kind in (READY, STEP, DONE) or (kind == TIMES and not self.job.get("driven")):
             self.on_progress(self.side, progress_event(kind, event))
 
