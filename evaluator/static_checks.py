@@ -41,6 +41,14 @@ def static_failure(source: bytes) -> Optional[Failure]:
     except SyntaxError as exc:
         return make_failure(FailureClass.SYNTAX_ERROR, f"line {exc.lineno}: {exc.msg}",
                         traceback=f"{exc.text or ''}".rstrip())
+    except (MemoryError, RecursionError) as exc:
+        # Python's parser gives up on deep nesting with these, not a SyntaxError: thousands of
+        # unary minuses overflow its stack (MemoryError), thousands of attribute lookups or calls
+        # the recursion limit while the tree is built. Uncaught, they ended the evaluation with a
+        # traceback and no verdict (red team, nests_past_the_parser); the file cannot be compiled
+        # by a rank either.
+        return make_failure(FailureClass.SYNTAX_ERROR, f"the file nests too deeply for Python to parse "
+                            f"({type(exc).__name__})")
     if (setting := next((name for name in NO_MULTICAST_ENV if name in text), None)) is not None:
         # The hosts' GPUs are shared, and NVLink multicast can take them out of service: every
         # process starts with it off. These are environment variables a rank could change before

@@ -360,3 +360,18 @@ def test_a_ready_step_nested_to_the_parsers_edge_still_ends_in_a_verdict(tmp_pat
         report = run_at(depth)
         assert report["verdict"] == "fail", depth
         assert report["failure"]["failure_class"] == "value_mismatch", (depth, report["failure"])
+
+
+def test_a_file_nested_past_pythons_parser_is_a_syntax_error_not_a_traceback(tmp_path):
+    # The parent parses the file before any rank starts and caught SyntaxError only: 8000 unary
+    # minuses ran past the parser's stack (MemoryError), 5000 attribute lookups past the recursion
+    # limit (RecursionError), and evaluate() ended with a traceback, no report (2 files of 2).
+    report = run("nests_past_the_parser")
+    assert report["verdict"] == "fail"
+    assert report["failure"]["failure_class"] == "syntax_error", report["failure"]
+    deep = tmp_path / "nests_attribute_lookups.py"
+    deep.write_text((HOSTILE / "nests_past_the_parser.py").read_text().replace("-" * 8000 + "1", "NESTED" + ".a" * 5000))
+    report = run("nests_past_the_parser", solution_path=deep)
+    assert report["verdict"] == "fail"
+    assert report["failure"]["failure_class"] == "syntax_error", report["failure"]
+    assert "RecursionError" in report["failure"]["message"]
