@@ -634,9 +634,21 @@ def build_seconds(side: SideResult) -> Optional[float]:
     if side.build_s:
         return max(side.build_s.values())
     events = list(side.ready.values()) + list(side.done.values()) + list(side.errors)
-    values = [e["compile_s"] for e in events  # the ranks' word: a finite number of seconds, or nothing
-              if type(e.get("compile_s")) in (int, float) and math.isfinite(e["compile_s"])]
+    values = [seconds for e in events if (seconds := finite_seconds(e.get("compile_s"))) is not None]
     return max(values) if values else None
+
+
+def finite_seconds(value: Any) -> Optional[float]:
+    """A rank's word for a number of seconds, as a finite float, or None. A whole number past a
+    float's range made ``math.isfinite`` raise OverflowError while the report was built: a
+    traceback and no verdict (red team, reports_a_huge_compile_time)."""
+    if type(value) not in (int, float):
+        return None
+    try:
+        seconds = float(value)
+    except OverflowError:
+        return None
+    return seconds if math.isfinite(seconds) else None
 
 
 def evaluate(config: EvalConfig, on_progress: Optional[ProgressHook] = None) -> Report:
