@@ -50,7 +50,7 @@ from .hardware.affinity import rank_cpus
 from .judge.buffers import RankBuffers, output_bound
 from .judge.driver import (FROZEN_RUN_NS, Judge, JudgedTimer, calls_per_block, check_stood_still,
                            hold_budget, pass_probability_bound, phase_summary)
-from .judge.inputs import InputMaker, output_capacity
+from .judge.inputs import InputMaker, output_capacity, secret_seed
 from .judge.quiet import DeviceQuiet
 from .phase_clock import PhaseClock
 from .static_checks import read_solution, resolve_dtype, static_failure
@@ -110,26 +110,32 @@ class Evaluation:
         # One secret per rank, the same for both sides' rank r: the seeds in the job (which every
         # rank reads) do not rebuild another rank's inputs without it.
         self.salts = [secrets.token_hex(8) for _ in range(config.world_size)]
+        # Judged, every input is drawn from a seed mixed with this (judge/inputs.py secret_seed):
+        # the public seeds a rank's job holds rebuild none of them, shared streams included.
+        self.seed_secret = secrets.token_hex(16) if self.judged else ""
         self.timing = config.resolved_timing() if config.timing else None
         self.profile = (hardware_profile(config.device, config.world_size, config.hardware_profile)
                         if config.timing else None)
         self.pinning = rank_cpus(config.world_size) if config.device == "cuda" and self.timing else None
         self.maker = InputMaker(self.problem, config.world_size, config.size, self.dtype, tuple(self.salts),
-                                device=config.device)
+                                device=config.device, secret=self.seed_secret)
         self.started_at = _now()
         self.started_clock = time.monotonic()
         self.phases = PhaseClock()  # the judged path's phases (report wall_time.phases_s)
 
     def rechecks(self, timed_calls: Sequence[int]) -> list[TrialSpec]:
         """The candidate's checked timed calls, as trials the reference runs after the seeded ones."""
-        return [{"index": len(self.seeds) + i, "seed": call_seed(self.timing_seed, n),
+        return [{"index": len(self.seeds) + i, "seed": secret_seed(call_seed(self.timing_seed, n), self.seed_secret),
                  "label": f"recheck of timed call {n}"} for i, n in enumerate(timed_calls)]
 
     def job(self, side: str, workdir: Path) -> RankJob:
         out_dir = workdir / side  # where the side's outputs land once all of its processes are gone
         out_dir.mkdir(exist_ok=True)
         cpus = os.cpu_count() or 1
-        trials: list[TrialSpec] = [{"index": i, "seed": s} for i, s in enumerate(self.seeds)]
+        # The reference recomputes the judge's inputs, so it gets the seeds they were drawn from;
+        # a judged candidate's inputs are the judge's to make, and its job keeps the public seeds.
+        secret = self.seed_secret if side == "reference" else ""
+        trials: list[TrialSpec] = [{"index": i, "seed": secret_seed(s, secret)} for i, s in enumerate(self.seeds)]
         task: TaskSpec = {
             "task": 0, "problem": self.problem.slug, "size": self.config.size,
             "dtype": dtype_name(self.dtype),
