@@ -397,3 +397,22 @@ def test_public_seeds_rebuild_no_input_of_a_judged_call():
     assert report["verdict"] == "fail", (report.get("timing") or {}).get("speedup")
     assert report["failure"]["failure_class"] == "value_mismatch", report["failure"]
     assert report["failure"]["trial"] == 0
+
+
+@WITHIN_ITS_OWN_PROCESS
+def test_outputs_near_the_dtypes_largest_value_leave_a_report_that_is_json():
+    # bfloat16 outputs of 3e38: the errors' squares and their ratios to the exact answer overflowed
+    # float32, and the report's candidate rms and largest relative error were Infinity, which is no
+    # JSON (the portal's database refuses it): the failing verdict could not be stored.
+    import json
+    from pathlib import Path
+
+    import jsonschema
+
+    import evaluator
+
+    report = run("returns_huge_values", timing=False, dtype="bfloat16")
+    assert report["verdict"] == "fail"
+    assert report["failure"]["failure_class"] == "value_mismatch", report["failure"]
+    schema = json.loads((Path(evaluator.__file__).parent / "report.schema.json").read_text())
+    jsonschema.validate(json.loads(json.dumps(report, allow_nan=False)), schema)
