@@ -21,6 +21,11 @@ urlpatterns = [
     path("", include("portal.catalog.urls")),
     path("submissions/", include("portal.submissions.urls")),
     path("leaderboard/", include("portal.leaderboards.urls")),
+    # The API says leaderboards/models/; a reader who types that here gets the page, not a 404.
+    path("leaderboards/", RedirectView.as_view(pattern_name="leaderboards:models", permanent=True,
+                                               query_string=True)),
+    path("leaderboards/models/", RedirectView.as_view(pattern_name="leaderboards:models",
+                                                      permanent=True, query_string=True)),
     path("runs/", include("portal.runs.urls")),
     path("accounts/", include("portal.accounts.urls")),
     path("api/", include("portal.api.urls")),

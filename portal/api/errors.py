@@ -10,6 +10,7 @@ A validation error that names several fields adds ``details``: one such object p
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from django.conf import settings
@@ -83,7 +84,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         response.data = error_body(first["code"], first["message"], first["field"],
                                    problems if len(problems) > 1 else None)
     else:
-        response.data = error_body(_code_of(exc), _message_of(exc, response.data))
+        message = _message_of(exc, response.data)
+        if isinstance(exc, Http404):
+            message = _not_found_message(message, context)
+        response.data = error_body(_code_of(exc), message)
         if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
             response["Retry-After"] = str(int(exc.wait) + (exc.wait % 1 > 0))
     return response
@@ -105,6 +109,29 @@ def _message_of(exc: Exception, data: Any) -> str:
     if isinstance(data, dict) and "detail" in data:
         return str(data["detail"])
     return str(exc) or "Request refused."
+
+
+# Django's "No Run matches the given query." named neither the id asked for nor where the real
+# ones are: the object, as the URL named it, and the list to look in.
+_DJANGO_NOT_FOUND = re.compile(r"^No (\w+) matches the given query\.$")
+_LISTS = {"Run": ("run", "GET /api/v1/runs/ lists them"),
+          "Problem": ("problem", "GET /api/v1/problems/ lists them"),
+          "Hardware": ("hardware", "GET /api/v1/hardware/ lists the profiles (use the id)"),
+          "Submission": ("submission", "GET /api/v1/submissions/ lists your own")}
+
+
+def _not_found_message(message: str, context: dict[str, Any]) -> str:
+    match = _DJANGO_NOT_FOUND.match(message)
+    if not match:
+        return message
+    noun, where = _LISTS.get(match.group(1), (match.group(1).lower(), "GET /api/v1/ lists the "
+                                              "endpoints"))
+    kwargs = context.get("kwargs") or {}
+    if "pk" in kwargs:
+        return f"No {noun} {kwargs['pk']}; {where}."
+    if "slug" in kwargs:
+        return f"No {noun} {kwargs['slug']!r}; {where}."
+    return f"No such {noun}; {where}."
 
 
 def _validation_problems(detail: Any, prefix: str = "") -> list[dict[str, Any]]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from rest_framework.throttling import AnonRateThrottle, UserRateThrottle
 
@@ -39,3 +41,34 @@ class SignupThrottle(_FromSettings, AnonRateThrottle):
     without limit would multiply them."""
 
     scope = "signup"
+
+
+_PER = {1: "a second", 60: "a minute", 3600: "an hour", 86400: "a day"}
+_WHO = {"anon": "A client without a token may make {n} requests {per} (counted per address)",
+        "user": "A user may make {n} requests {per}",
+        "submit": "A user may upload {n} times {per}",
+        "login": "An address may try {n} passwords {per}",
+        "signup": "An address may make {n} accounts {per}"}
+
+
+def _rate(throttle: Any) -> str | None:
+    rate = throttle.get_rate()
+    if not rate:
+        return None
+    n, seconds = throttle.parse_rate(rate)
+    return _WHO.get(throttle.scope, "The limit is {n} requests {per}").format(
+        n=n, per=_PER.get(seconds, f"every {seconds} s"))
+
+
+def refusal(refused: list[Any]) -> str:
+    """What a 429 says (DRF's Throttled adds "Expected available in N seconds."): which limit was
+    reached, and for a client without a token that a token's user has a higher one. DRF's own
+    "Request was throttled." said neither."""
+    said = [r for r in (_rate(t) for t in refused) if r]
+    user = UserThrottle().get_rate()
+    if user and any(isinstance(t, AnonThrottle) for t in refused):
+        n, seconds = UserThrottle().parse_rate(user)
+        said.append(f"with a token (`pkb login`, or POST /api/v1/auth/token/ and then "
+                    f"Authorization: Token <key>) you may make {n} requests "
+                    f"{_PER.get(seconds, f'every {seconds} s')}")
+    return "Too many requests. " + "; ".join(said) + ("." if said else "")

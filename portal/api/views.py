@@ -46,7 +46,9 @@ class ApiRoot(BaseView):
                 "prompt": url("/api/v1/prompt/"), "submissions": url("/api/v1/submissions/"),
                 "model_leaderboard": url("/api/v1/leaderboards/models/"),
                 "problem_leaderboard": url("/api/v1/leaderboards/problems/") + "{slug}/",
-                "compare": url("/api/v1/compare/"), "token": url("/api/v1/auth/token/")},
+                "compare": url("/api/v1/compare/"), "runs": url("/api/v1/runs/"),
+                "run_pkb_import": url("/api/v1/runs/pkb-import/"),
+                "token": url("/api/v1/auth/token/")},
             "schema": url("/api/schema/"), "docs": url("/api/docs/"), "redoc": url("/api/redoc/"),
             "auth": "Authorization: Token <key>; reads are public, writes need a token",
             "errors": '{"error": {"code", "message", "field"}} with a 4xx or 5xx status',
@@ -74,7 +76,25 @@ class ProblemList(BaseListView):
 
     def get_queryset(self) -> Any:
         filt = ProblemFilter.from_query(self.request.query_params)
+        _check_filter(filt)
         return filt.apply(Problem.objects.active()).prefetch_related(_versions())
+
+
+def _check_filter(filt: ProblemFilter) -> None:
+    """A filter value the list does not know is refused: `solved=maybe` was ignored (every
+    problem came back) and `hardware=` with a typo answered "solved anywhere", a wrong answer
+    to the question asked."""
+    if filt.solved not in ("", "yes", "no"):
+        raise ApiError("invalid_choice", f"solved: {filt.solved!r} is not one of yes, no.",
+                       field="solved")
+    if filt.hardware:
+        _hardware(filt.hardware)
+    choices = filt.choices()
+    for name, known in (("category", choices["categories"]), ("collective", choices["collectives"])):
+        value = getattr(filt, name)
+        if value and value not in known:
+            raise ApiError("invalid_choice", f"{name}: {value!r} is not one of {', '.join(known)}.",
+                           field=name)
 
 
 class ProblemDetail(BaseRetrieveView):
@@ -113,7 +133,8 @@ def _problem_version(slug: str, *, field: str | None = "problem") -> ProblemVers
     problem = Problem.objects.active().filter(slug=slug).first()
     if problem is None:
         if field is None:  # named in the path: a missing resource
-            raise ApiError("not_found", f"No problem {slug!r}.", status_code=status.HTTP_404_NOT_FOUND)
+            raise ApiError("not_found", f"No problem {slug!r}; GET /api/v1/problems/ lists them.",
+                           status_code=status.HTTP_404_NOT_FOUND)
         raise ApiError("unknown_problem" if slug else "missing_field",
                        f"No problem {slug!r}; GET /api/v1/problems/ lists them." if slug
                        else "problem: name a problem by its slug.", field=field)

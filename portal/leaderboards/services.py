@@ -110,7 +110,8 @@ BY_CORRECTNESS = "correctness"  # on CPU: models by problems solved, pass@1, nam
 NOT_RANKED = "not ranked: CPU smoke test"
 # A run's page counts the run's own problems; two ParallelKernelBench problems mapped to one of ours
 # (PKB 2 and 34 are both all-gather) are two there and one here. Both are right; say which this is.
-COUNTED_PER_PROBLEM = ("Correct and Problems count this site's problems: two imported problems that map to "
+COUNTED_PER_PROBLEM = ("Tried: problems with at least one attempt; the rest of Problems count as failures. "
+                       "Correct and Problems count this site's problems: two imported problems that map to "
                        "one of ours count once here, and twice on their run's page.")
 
 
@@ -166,7 +167,9 @@ def speedup_cells(key: str, speedup: float | None, low: float | None, high: floa
 
 def model_table(t: Track | ScoredTrack, ranked: list[ModelScore]) -> Table:
     hw = t.hardware
+    # Tried: how many of the problems a score rests on (the others count as failures).
     correctness = [Column("model", "Model"), Column("attempts", "Attempts", "int"),
+                   Column("attempted", "Tried", "int"),
                    Column("correct", "Correct", "int"), Column("problems", "Problems", "int"),
                    Column("fast_0", "fast_0", "pct")]
     passes = [Column(f"pass_at_{k}", f"pass@{k}", "pct") for k in KS]
@@ -180,7 +183,8 @@ def model_table(t: Track | ScoredTrack, ranked: list[ModelScore]) -> Table:
                else correctness + passes + speed + speed_at + rest)
     rows = []
     for s in ranked:
-        row: dict[str, Any] = {"model": s.model, "attempts": s.attempts, "correct": s.correct,
+        row: dict[str, Any] = {"model": s.model, "attempts": s.attempts,
+                               "attempted": s.attempted, "correct": s.correct,
                                "problems": s.problems, "geomean_speedup": s.geomean_speedup,
                                "mean_roofline_fraction": s.mean_roofline_fraction,
                                "point_estimates": s.point_estimates}

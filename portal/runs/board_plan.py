@@ -30,6 +30,7 @@ FAULT_FIELDS = ("file", "code", "problem", "pkb_id", "message")
 class BoardPlan:
     counts: dict[str, int] = field(default_factory=dict)  # directory -> files it plans
     faults: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # directory -> refusals
+    files: dict[str, list[str]] = field(default_factory=dict)  # directory -> the files it plans
 
 
 def make_plan(dirs: Path, source: str, commit: str) -> dict[str, Any]:
@@ -65,11 +66,12 @@ def read_plan(board: Path) -> BoardPlan:
         return BoardPlan()
     try:
         plan = json.loads(path.read_text())
-        counts = {str(name): len(files) for name, files in plan["directories"].items()
-                  if isinstance(files, list)}
+        files = {str(name): [str(f) for f in names] for name, names in plan["directories"].items()
+                 if isinstance(names, list)}
+        counts = {name: len(names) for name, names in files.items()}
         faults = {str(name): [{key: entry[key] for key in FAULT_FIELDS} for entry in entries]
                   for name, entries in (plan.get("model_faults") or {}).items()}
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"{PLAN_NAME}: not a board plan ({type(exc).__name__}: {exc}); remake it "
                          "with .venv/bin/python manage.py board_plan") from None
-    return BoardPlan(counts, faults)
+    return BoardPlan(counts, faults, files)

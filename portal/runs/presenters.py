@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
+
+from django.conf import settings
 
 from portal.leaderboards import metrics
 from portal.leaderboards import services as boards
@@ -11,6 +14,7 @@ from portal.leaderboards.services import Track
 from portal.lib.tables import Column, Table
 
 from . import scoring
+from .board_plan import read_plan
 from .models import Run, RunSample
 from .services import problem_label
 from .pkb.importer import MULTICAST_NOTE
@@ -19,6 +23,20 @@ from .pkb.importer import MULTICAST_NOTE
 # How a kernel fails when the multicast it relies on is absent: a null multicast address or a
 # missing handle attribute (a wrong answer is a wrong answer, whatever the kernel relies on).
 MULTICAST_FAILURES = ("runtime_error", "crash", "deadlock", "compile_error")
+
+
+def remaining_files(run: Run) -> list[str]:
+    """The files of a seeded run's directory that its board plans and has not evaluated yet
+    (``docs/measurements/board/plan.json``, beside the results file the run was seeded from):
+    the page said "38 of the 40 files" without naming the two."""
+    if not (run.seeded_from and run.imported_from and run.files_planned):
+        return []
+    try:
+        plan = read_plan(settings.BASE_DIR / Path(run.seeded_from).parent)
+    except (OSError, ValueError):
+        return []
+    given = set(run.samples.values_list("name", flat=True))
+    return [name for name in plan.files.get(run.imported_from, []) if name not in given]
 
 
 def verdict_class(sample: RunSample) -> str:

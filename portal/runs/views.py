@@ -35,7 +35,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "runs/detail.html", {
         "run": run, "result": result, "progress": scoring.progress(run),
         "matrix": presenters.matrix(run), "tables": tables,
-        "curves": presenters.curves_beside(run)})
+        "remaining": presenters.remaining_files(run), "curves": presenters.curves_beside(run)})
 
 
 def compare(request: HttpRequest) -> HttpResponse:

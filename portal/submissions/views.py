@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -50,6 +52,8 @@ def detail(request: HttpRequest, pk: int) -> HttpResponse:
     report = sub.report_for(request.user)  # what quotes a private source, only where it shows
     return render(request, "submissions/detail.html", {
         "sub": sub, "report": report, "view": presenters.report_view(sub, report),
+        # JSON, as its heading says (Python's repr, with None and single quotes, it was not)
+        "report_json": json.dumps(report, indent=1, sort_keys=True, ensure_ascii=False) if report else "",
         "show_source": sub.visible_source_to(request.user),
         "status": presenters.status_payload(sub),
         "sweep": sweeps.submission_view(sub, sub.sweep_for(request.user)),

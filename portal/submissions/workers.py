@@ -9,6 +9,8 @@ broker that cannot be asked gives ``None`` (unknown), which callers must not rea
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -17,7 +19,8 @@ from django.core.cache import cache
 log = logging.getLogger(__name__)
 
 CACHE_KEY = "pkb:live-queues"
-_UNKNOWN = "unknown"  # cached briefly too: a broker that is down must not slow every request
+REFRESHING_KEY = "pkb:live-queues:refreshing"
+STALE_TTLS = 4  # an answer this many TTLs old is still served (while a new one is asked for)
 
 
 @dataclass(frozen=True)
@@ -35,22 +38,51 @@ class Liveness:
 
 
 def liveness() -> Liveness:
-    cached = cache.get(CACHE_KEY)
-    if cached == _UNKNOWN:
-        return Liveness(False, {})
-    if isinstance(cached, dict):
-        return Liveness(True, cached)
+    """The workers' last answer. Younger than ``PKB_WORKER_LIVENESS_TTL_S``: as it is. Older, up
+    to ``STALE_TTLS`` times that: as it is too, while one thread asks again beside the request,
+    so that no page waits for the broadcast (one request in each TTL waited 1 to 2 s for it, on
+    /hardware/, a hardware page, the upload form and ``GET /api/v1/hardware/``). Nothing at hand,
+    or older still: asked now. An upload's refusal reads the same answer: one that is a TTL or
+    more out of date is replaced by the time a refused client retries (``Retry-After``)."""
+    entry = cache.get(CACHE_KEY)
+    ttl = settings.PKB_WORKER_LIVENESS_TTL_S
+    if isinstance(entry, dict) and "at" in entry:
+        age = time.time() - entry["at"]
+        if age < ttl or (age < ttl * STALE_TTLS and _refresh_beside()):
+            return _as_liveness(entry["workers"])
+    return _as_liveness(_ask_and_keep())
+
+
+def _as_liveness(workers: dict[str, int] | None) -> Liveness:
+    return Liveness(False, {}) if workers is None else Liveness(True, workers)
+
+
+def _ask_and_keep() -> dict[str, int] | None:
     workers = _ask_workers()
-    if workers is None:
-        cache.set(CACHE_KEY, _UNKNOWN, min(5, settings.PKB_WORKER_LIVENESS_TTL_S))
-        return Liveness(False, {})
-    cache.set(CACHE_KEY, workers, settings.PKB_WORKER_LIVENESS_TTL_S)
-    return Liveness(True, workers)
+    ttl = settings.PKB_WORKER_LIVENESS_TTL_S
+    # an unknown answer (broker down) is kept briefly too: it must not slow every request
+    at = time.time() if workers is not None else time.time() - ttl + min(5, ttl)
+    cache.set(CACHE_KEY, {"at": at, "workers": workers}, max(1, ttl * STALE_TTLS))
+    return workers
+
+
+def _refresh_beside() -> bool:
+    """Start one thread (per cache) that asks the workers again; True: the stale answer may be
+    served meanwhile."""
+    if cache.add(REFRESHING_KEY, 1, max(5, int(settings.PKB_WORKER_INSPECT_TIMEOUT_S * 5))):
+        def refresh() -> None:
+            try:
+                _ask_and_keep()
+            finally:
+                cache.delete(REFRESHING_KEY)
+
+        threading.Thread(target=refresh, name="pkb-liveness", daemon=True).start()
+    return True
 
 
 def forget() -> None:
     """Drop the cached answer (after starting a worker, in tests and in ``pkb_up``)."""
-    cache.delete(CACHE_KEY)
+    cache.delete_many([CACHE_KEY, REFRESHING_KEY])
 
 
 def _ask_workers() -> dict[str, int] | None:

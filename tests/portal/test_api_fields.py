@@ -59,7 +59,7 @@ def test_the_api_root_lists_the_endpoints(anonymous_api: Any) -> None:
     assert body["endpoints"]["problems"] == "http://testserver/api/v1/problems/"
     assert body["schema"] == "http://testserver/api/schema/"
     for url in body["endpoints"].values():
-        if "{" not in url and "token" not in url and "submissions" not in url:
+        if "{" not in url and not any(w in url for w in ("token", "submissions", "pkb-import")):
             assert anonymous_api.get(url).status_code in (200, 400), url
 
 

@@ -113,7 +113,7 @@ def test_the_cpu_model_leaderboard_ranks_by_correctness_and_labels_its_fast_p_ch
     assert [r["model"] for r in rows(client, f"/leaderboard/?hardware={cpu.slug}", "models")] == ["steady", "lucky"]
     page = client.get(f"/leaderboard/?hardware={cpu.slug}").content.decode()
     assert "fast_1 *" in page and "* not ranked: CPU smoke test" in page and "Ranked by correctness" in page
-    assert '<div id="chart-fastp" class="chart" data-ranked-by="correctness">' in page  # charts.js: its title
+    assert '<div id="chart-fastp" class="chart" role="img" aria-label="fast_p of each model against the threshold p (the models table above has the numbers)" data-ranked-by="correctness">' in page  # charts.js: its title
     # GPU boards are ranked as before: lucky's 3.81x makes it fast_1
     assert [r["model"] for r in rows(client, f"/leaderboard/?hardware={gpu.slug}", "models")] == ["lucky", "steady"]
     page = client.get(f"/leaderboard/?hardware={gpu.slug}").content.decode()
