@@ -25,9 +25,15 @@ SCORED_P = (0.0, 0.5, 1.0, 1.5, 2.0)
 MODEL_FAULTS = frozenset({"syntax_error", "missing_solution", "not_utf8", "empty_source"})
 
 
+# What scores, progress and the matrix never read: a submission's report (kilobytes each), its
+# source and its sweep. Loaded, they were two thirds of /runs/ (every run's scores).
+HEAVY = ("submission__report", "submission__source", "submission__sweep")
+
+
 def accepted(run: Run) -> list[RunSample]:
     return list(run.samples.filter(status=RunSample.ACCEPTED)
-                .select_related("submission", "problem").order_by("problem__number", "index"))
+                .select_related("submission", "problem").defer(*HEAVY)
+                .order_by("problem__number", "index"))
 
 
 def refused_for_the_model(run: Run) -> list[RunSample]:
@@ -99,14 +105,18 @@ def _scope(run: Run, attempts: list[Attempt], problems: dict[str, list[str]]) ->
     }
 
 
-def scores(run: Run) -> dict[str, Any]:
+def scores(run: Run, suites: dict[int, dict[str, list[str]]] | None = None) -> dict[str, Any]:
+    """``suites``: problem sets by hardware id, filled and reused where many runs are scored."""
     samples = accepted(run)
     tried = samples + refused_for_the_model(run)
     # Over the run's problems each PKB problem counts once (two may answer one of ours); over
     # the suite, as on the leaderboard, a sample is an attempt at our problem.
     own = [a for s in tried if (a := attempt_of(run, s, run_problem(s)))]
     attempts = [a for s in tried if (a := attempt_of(run, s))]
-    suite = boards.problem_set(run.hardware)
+    suites = {} if suites is None else suites
+    if run.hardware_id not in suites:
+        suites[run.hardware_id] = boards.problem_set(run.hardware)
+    suite = suites[run.hardware_id]
     mine = {run_problem(s): s.problem.categories for s in tried}
     state = progress(run, samples)
     return {"run": run.pk, "model": run.model.name, "hardware": run.hardware.slug, "k": run.k,
@@ -118,9 +128,10 @@ def scores(run: Run) -> dict[str, Any]:
             "suite": _scope(run, attempts, {slug: cats for slug, cats in suite.items()})}
 
 
-def fast_p_curve(run: Run, grid: list[float]) -> list[float]:
-    """The run's fast_p at each p of ``grid``, over its own problems."""
-    samples = scored(run)
+def fast_p_curve(run: Run, grid: list[float], samples: list[RunSample] | None = None) -> list[float]:
+    """The run's fast_p at each p of ``grid``, over its own problems (``samples``: its
+    ``scored`` ones, where the caller has them)."""
+    samples = scored(run) if samples is None else samples
     attempts = [a for s in samples if (a := attempt_of(run, s, run_problem(s)))]
     problems = {run_problem(s) for s in samples}
     by_problem: dict[str, list[Attempt]] = defaultdict(list)
