@@ -8,7 +8,8 @@ and forks the side's init, which becomes PID 1 there. The init:
   read-only, a minimal /dev, a fresh /proc, /sys read-only, and one size-limited tmpfs for the
   work directory, /tmp, /dev/shm and home;
 - brings up the loopback (the only interface) and starts the ranks, each in a user namespace of
-  its own with no capabilities, no new privileges and resource limits;
+  its own with no capabilities, no new privileges, resource limits and a system-call filter
+  (``seccomp``);
 - reports rank exits and resource limits on stdout, and on request signals the ranks (stack
   dumps) or kills every process but itself. When it dies, the kernel kills every process in its
   PID namespace: nothing a candidate starts outlives the side.
@@ -32,7 +33,7 @@ import subprocess
 import time
 from typing import Any
 
-from . import libc
+from . import libc, seccomp
 from .policy import SANDBOX_UID
 from .watch import freeze_everyone, kill_everyone, thaw_everyone, usage_by_namespace
 from .zygote import Zygote
@@ -424,6 +425,12 @@ def _drop_privileges(limits: dict[str, int], device: str, rank_uid: int, nice: i
     if device == "cpu":  # CUDA reserves far more address space than it uses: GPU ranks are watched
         resource.setrlimit(resource.RLIMIT_AS, (limits["memory_bytes_per_rank"], limits["memory_bytes_per_rank"]))
     libc.prctl(libc.PR_SET_NO_NEW_PRIVS, 1)
+    # The user namespace just made gave this process every capability over it, and a rank the
+    # zygote forked is never exec'd (an exec as uid 1000 there would have dropped them): before
+    # this, such ranks held CAP_SYS_ADMIN over a namespace of their own. None is needed.
+    libc.drop_capabilities()
+    # Last: the filter refuses unshare, which this set-up itself used above.
+    seccomp.install()
 
 
 if __name__ == "__main__":

@@ -108,6 +108,24 @@ def dies_with(parent_pid: int) -> Callable[[], None]:
     return arm
 
 
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+_CAPABILITY_VERSION_3 = 0x20080522
+
+
+def drop_capabilities() -> None:
+    """Empty effective, permitted and inheritable sets for this thread (capset, version 3)."""
+    header = _CapHeader(_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    _check(_libc.capset(ctypes.byref(header), data), "capset")
+
+
 def sethostname(name: str) -> None:
     data = name.encode()
     _check(_libc.sethostname(data, ctypes.c_size_t(len(data))), "sethostname")

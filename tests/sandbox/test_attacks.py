@@ -24,9 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.config import ResourceLimits
+from evaluator.api import evaluate
+from evaluator.config import EvalConfig, ResourceLimits
 
-from .conftest import (HOST_HOME, REPO, assert_untouched, clean_up, connections, datagrams, paths_with,
+from .conftest import (ATTACKS, HOST_HOME, REPO, assert_untouched, clean_up, connections, datagrams, paths_with,
                        processes_left, processes_with, run_attack)
 
 # Every attack here needs the sandbox: unconfined, several would damage the host running them.
@@ -111,6 +112,17 @@ def test_a_candidate_cannot_ptrace_pid_1_or_anything_outside_its_side(attack, ca
     outcome = attack("ptrace_attach", TEST_PID=os.getpid(), CANARY_PID=canary.pid)
     assert_untouched(canary)
     passed(outcome)
+
+
+def test_a_candidate_holds_no_capability_and_reaches_no_new_namespace_io_uring_or_bpf(attack, tmp_path):
+    """The sandbox's system-call filter (evaluator/sandbox/seccomp.py) on a real side: the attack
+    answers right only if every call failed and its status says a filter is installed. The
+    control, unconfined (harmless there: a user namespace of a test's own rank), must fail."""
+    passed(attack("kernel_surface"))
+    control = evaluate(EvalConfig(problem="all-reduce", solution_path=ATTACKS / "kernel_surface.py", world_size=2,
+                                  device="cpu", size="small", trials=1, seed=1, timing=False, sandbox=False,
+                                  workdir=tmp_path))
+    assert control["sandbox"] == "off" and control["verdict"] == "fail", control.get("failure")
 
 
 def test_a_candidate_cannot_signal_its_parent_pid_1_or_host_processes(attack, canary):

@@ -1,0 +1,136 @@
+"""A system-call filter for every rank (seccomp, classic BPF), installed last in its set-up.
+
+Namespaces decide what a rank can name; this decides which parts of the kernel it can reach at
+all. A rank needs none of the calls below (CPU and GPU ranks, their compilers and build tools,
+NCCL, Triton), and each is a way into kernel code that a confined process has no use for:
+ptrace and reading other processes' memory, new namespaces (a fresh user namespace is full
+capabilities over a new network stack and new mounts: the usual road to a kernel bug), io_uring
+(work done by kernel threads, outside the caller's accounting and filters), BPF, userfaultfd (the
+usual tool to widen a kernel race), keyrings, perf events, file handles that bypass the mount
+tree, clocks, modules, swap, reboot. Refused calls fail with an errno, as if the kernel lacked
+them, so well-behaved libraries fall back (glibc's threads from clone3 to clone, io_uring users
+to epoll); the filter kills only a call made through another architecture's table (the x32 or
+32-bit entry points, which would dodge every number below).
+
+The filter is inherited by every process a rank starts and survives exec; the side's init and
+the evaluator are not filtered. It needs no_new_privs, which the rank has already set.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import platform
+import struct
+
+# What a refused call returns: EPERM, or ENOSYS where callers are known to fall back on it.
+_REFUSED_EPERM = (
+    "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "perf_event_open", "bpf",
+    "userfaultfd", "keyctl", "add_key", "request_key", "unshare", "setns",
+    "mount", "umount2", "pivot_root", "chroot", "mount_setattr", "open_tree", "move_mount", "fsopen",
+    "fsconfig", "fsmount", "fspick", "open_by_handle_at", "name_to_handle_at", "fanotify_init",
+    "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "reboot",
+    "swapon", "swapoff", "acct", "quotactl", "quotactl_fd", "syslog", "settimeofday", "clock_settime",
+    "clock_adjtime", "adjtimex", "iopl", "ioperm", "lookup_dcookie", "vhangup",
+)
+_REFUSED_ENOSYS = ("clone3", "io_uring_setup", "io_uring_enter", "io_uring_register")
+
+# From the kernel's tables (arch/x86/entry/syscalls/syscall_64.tbl; include/uapi/asm-generic/
+# unistd.h for arm64), checked against this machine's headers by tests/sandbox/test_seccomp.py.
+_NUMBERS = {
+    "x86_64": {
+        "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "pidfd_getfd": 438,
+        "perf_event_open": 298, "bpf": 321, "userfaultfd": 323, "keyctl": 250, "add_key": 248,
+        "request_key": 249, "unshare": 272, "setns": 308, "mount": 165, "umount2": 166,
+        "pivot_root": 155, "chroot": 161, "mount_setattr": 442, "open_tree": 428, "move_mount": 429,
+        "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "open_by_handle_at": 304,
+        "name_to_handle_at": 303, "fanotify_init": 300, "kexec_load": 246, "kexec_file_load": 320,
+        "init_module": 175, "finit_module": 313, "delete_module": 176, "reboot": 169, "swapon": 167,
+        "swapoff": 168, "acct": 163, "quotactl": 179, "quotactl_fd": 443, "syslog": 103,
+        "settimeofday": 164, "clock_settime": 227, "clock_adjtime": 305, "adjtimex": 159, "iopl": 172,
+        "ioperm": 173, "lookup_dcookie": 212, "vhangup": 153, "clone3": 435, "io_uring_setup": 425,
+        "io_uring_enter": 426, "io_uring_register": 427, "clone": 56,
+    },
+    "aarch64": {
+        "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "pidfd_getfd": 438,
+        "perf_event_open": 241, "bpf": 280, "userfaultfd": 282, "keyctl": 219, "add_key": 217,
+        "request_key": 218, "unshare": 97, "setns": 268, "mount": 40, "umount2": 39, "pivot_root": 41,
+        "chroot": 51, "mount_setattr": 442, "open_tree": 428, "move_mount": 429, "fsopen": 430,
+        "fsconfig": 431, "fsmount": 432, "fspick": 433, "open_by_handle_at": 265,
+        "name_to_handle_at": 264, "fanotify_init": 262, "kexec_load": 104, "kexec_file_load": 294,
+        "init_module": 105, "finit_module": 273, "delete_module": 106, "reboot": 142, "swapon": 224,
+        "swapoff": 225, "acct": 89, "quotactl": 60, "quotactl_fd": 443, "syslog": 116,
+        "settimeofday": 170, "clock_settime": 112, "clock_adjtime": 266, "adjtimex": 171,
+        "lookup_dcookie": 18, "vhangup": 58, "clone3": 435, "io_uring_setup": 425,
+        "io_uring_enter": 426, "io_uring_register": 427, "clone": 220,
+    },
+}
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+_X32_SYSCALL_BIT = 0x40000000
+# clone's flags that make namespaces (CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID,
+# NEWNET); its low byte is the exit signal, so CLONE_NEWTIME (0x80) cannot be told apart there
+# (that one is reached only through clone3 and unshare, both refused).
+_CLONE_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
+
+# Classic BPF, as seccomp runs it (linux/filter.h, linux/seccomp.h).
+_LD_W_ABS = 0x20
+_JEQ_K, _JGE_K, _JSET_K = 0x15, 0x35, 0x45
+_RET_K = 0x06
+_RET_KILL_PROCESS = 0x80000000
+_RET_ERRNO = 0x00050000
+_RET_ALLOW = 0x7FFF0000
+_NR, _ARCH, _ARG0_LOW = 0, 4, 16  # offsets in struct seccomp_data (little-endian machines)
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
+
+
+def refused() -> dict[str, int]:
+    """Each refused call by name, with the errno it returns."""
+    return {**{name: errno.EPERM for name in _REFUSED_EPERM}, **{name: errno.ENOSYS for name in _REFUSED_ENOSYS}}
+
+
+def supported() -> bool:
+    return platform.machine() in _NUMBERS
+
+
+def program(machine: str) -> list[tuple[int, int, int, int]]:
+    """The filter's instructions (code, jump if true, jump if false, k) for ``machine``."""
+    numbers = _NUMBERS[machine]
+    denied = [(numbers[name], code) for name, code in refused().items() if name in numbers]
+    prog: list[tuple[int, int, int, int]] = [
+        (_LD_W_ABS, 0, 0, _ARCH),
+        (_JEQ_K, 1, 0, _AUDIT_ARCH[machine]),
+        (_RET_K, 0, 0, _RET_KILL_PROCESS),
+        (_LD_W_ABS, 0, 0, _NR),
+    ]
+    if machine == "x86_64":  # the x32 table: the same calls under other numbers
+        prog += [(_JGE_K, 0, 1, _X32_SYSCALL_BIT), (_RET_K, 0, 0, _RET_KILL_PROCESS)]
+    for number, code in denied:
+        prog += [(_JEQ_K, 0, 1, number), (_RET_K, 0, 0, _RET_ERRNO | code)]
+    prog += [
+        (_JEQ_K, 0, 3, numbers["clone"]),
+        (_LD_W_ABS, 0, 0, _ARG0_LOW),
+        (_JSET_K, 0, 1, _CLONE_NAMESPACES),
+        (_RET_K, 0, 0, _RET_ERRNO | errno.EPERM),
+        (_RET_K, 0, 0, _RET_ALLOW),
+    ]
+    return prog
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def install() -> None:
+    """Filter this thread's process from here on (call it single-threaded: the filter applies to
+    the calling thread and what it starts). Raises OSError where the kernel refuses."""
+    machine = platform.machine()
+    if machine not in _NUMBERS:
+        raise OSError(errno.ENOSYS, f"no system-call filter is written for {machine}")
+    prog = program(machine)
+    raw = ctypes.create_string_buffer(b"".join(struct.pack("=HBBI", *insn) for insn in prog))
+    fprog = _SockFprog(len(prog), ctypes.cast(raw, ctypes.c_void_p))
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(ctypes.c_int(_PR_SET_SECCOMP), ctypes.c_ulong(_SECCOMP_MODE_FILTER), ctypes.byref(fprog),
+                  ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"installing the sandbox's system-call filter: {errno.errorcode.get(err, err)}")
