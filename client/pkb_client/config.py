@@ -38,7 +38,13 @@ def save(data: dict[str, Any]) -> Path:
 
 
 def server(explicit: str | None = None) -> str:
-    return (explicit or os.environ.get("PKB_SERVER") or load().get("server") or DEFAULT_SERVER).rstrip("/")
+    """The portal's base URL. One given as the API's root (``.../api/v1/``, which the portal's
+    pages and docs show) is cut back to the site: calls went to ``/api/v1/api/v1/...``, a 404."""
+    url = (explicit or os.environ.get("PKB_SERVER") or load().get("server") or DEFAULT_SERVER).rstrip("/")
+    for tail in ("/api/v1", "/api"):
+        if url.endswith(tail):
+            return url[: -len(tail)]
+    return url
 
 
 def token() -> str | None:

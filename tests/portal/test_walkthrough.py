@@ -140,6 +140,7 @@ def test_a_run_page_reads_in_words_and_human_dates(client: Any, owner: Any,
     run = Run.objects.create(owner=owner, model=get_model("gpt-test"), hardware=gpu_hardware, k=1)
     page = client.get(run.get_absolute_url()).content.decode()
     assert "1 samples" not in page and "1 sample per problem" in page
+    assert "<th>Problem</th><th>sample 0</th>" in page  # the matrix's column was headed "0"
     # the site's dates are "28 Nov 2026, 23:28 UTC" with the ISO value on hover, not 2026-11-28 23:28
     assert run.created_at.strftime("%Y-%m-%d %H:%M") not in page
     assert run.created_at.strftime("%d %b %Y") .lstrip("0") in page
@@ -263,3 +264,35 @@ def test_run_pages_never_load_the_reports(client: Any, owner: Any, job: tuple[An
         heavy = [q["sql"] for q in queries.captured_queries
                  if '"submissions_submission"."report"' in q["sql"]]
         assert heavy == [], (url, heavy)
+
+
+def test_the_upload_form_s_descriptions_exist(client: Any, owner: Any, all_reduce: Any,
+                                              cpu_hardware: Any) -> None:
+    """Each input's aria-describedby named `id_<field>_helptext`, an id no element had: a
+    screen reader read neither the help text nor, beside it, what was wrong with the file."""
+    import re
+
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    client.force_login(owner)
+    pages = [client.get("/submissions/upload/"), client.post("/submissions/upload/", {
+        "problem": "all-reduce", "hardware": cpu_hardware.slug, "backend": "torch",
+        "model": "human", "source": SimpleUploadedFile("x.py", b"x = 1\n")})]
+    for r in pages:
+        page = r.content.decode()
+        named = {i for ids in re.findall(r'aria-describedby="([^"]+)"', page) for i in ids.split()}
+        assert named, "no described inputs"
+        missing = {i for i in named if f'id="{i}"' not in page}
+        assert missing == set(), missing
+
+
+@pytest.mark.parametrize("given", ["http://pkb.example.org/api/v1/", "http://pkb.example.org/api/v1",
+                                   "http://pkb.example.org/api/", "http://pkb.example.org/"])
+def test_the_client_takes_the_api_root_as_its_server(given: str) -> None:
+    """`pkb prompt --server http://host/api/v1/` (the URL the site's API link shows) asked for
+    /api/v1/api/v1/prompt/ and printed the portal's 404 for it."""
+    from pkb_client import config
+    from pkb_client.http import Api
+
+    assert config.server(given) == "http://pkb.example.org"
+    assert Api(config.server(given)).base == "http://pkb.example.org/api/v1/"
