@@ -109,6 +109,28 @@ def answered_twice(run: SideRun) -> Optional[Failure]:
                         "wrote to its status channel", rank=rank)
 
 
+def milliseconds(values: Any, count: Optional[int], *, signed: bool = False) -> Optional[list[float]]:
+    """A rank's list of times as the harness sends it (``count`` of them, where given), each a
+    finite number of milliseconds (not negative, unless ``signed``); None otherwise. Ranks judged in their own process
+    send these with the token, which candidate code can read: a time of 400 digits made ``float``
+    raise OverflowError, a string ValueError, and the evaluation ended with no verdict; NaN or
+    Infinity would have reached the report, which is no JSON then (red team, sixth pass)."""
+    if not isinstance(values, list) or (count is not None and len(values) != count):
+        return None
+    times = []
+    for value in values:
+        if type(value) not in (int, float):
+            return None
+        try:
+            ms = float(value)
+        except OverflowError:
+            return None
+        if not (math.isfinite(ms) and (signed or ms >= 0)):
+            return None
+        times.append(ms)
+    return times
+
+
 class DrivenFailure(Exception):
     def __init__(self, side: str, failure: Failure) -> None:
         super().__init__(failure["message"])
@@ -161,18 +183,19 @@ class PairedTimer:
             raise DrivenFailure(side.name, twice)
         ranks = len(side.run.ranks)
         events = [side.run.blocks.get((block_id, rank)) for rank in range(ranks)]
-        if any(e is None or len(e.get("times_ms") or []) != calls or e.get("first_call") != side.calls
-               for e in events):
+        times = [milliseconds(e.get("times_ms"), calls) if e is not None else None for e in events]
+        gaps = [milliseconds(e.get("gap_ms") or [], None, signed=True) if e is not None else None for e in events]
+        copies = events[0].get("copies") if events[0] is not None else None
+        if any(e is None or t is None or g is None or e.get("first_call") != side.calls
+               for e, t, g in zip(events, times, gaps)) or not (copies is None or type(copies) is int and copies >= 0):
             raise DrivenFailure(side.name, make_failure(
                 FailureClass.PROTOCOL_VIOLATION,
                 f"the {side.name}'s ranks did not report the {calls} calls of timed block {block_id} "
                 "as the harness sends them"))
-        side.copies = int(events[0].get("copies") or 0)  # type: ignore[union-attr]
+        side.copies = copies or 0
         self.keep_digests(side, block_id, calls, events)  # type: ignore[arg-type]
         side.calls += calls
-        return Block(calls, [list(map(float, e["times_ms"])) for e in events],  # type: ignore[index]
-                     [list(map(float, e.get("gap_ms") or [])) for e in events],  # type: ignore[union-attr]
-                     wall_ms)
+        return Block(calls, times, gaps, wall_ms)  # type: ignore[arg-type]
 
     def keep_digests(self, side: SideBlocks, block_id: int, calls: int, events: list[dict[str, Any]]) -> None:
         """Each rank's digests of what every slot the block wrote keeps at its end (its latest

@@ -173,3 +173,46 @@ def test_a_failure_at_start_up_is_blamed_on_the_side_it_happened_in(fails_on_pol
     with pytest.raises(DrivenFailure) as caught:
         wait_started("candidate", alone)  # type: ignore[arg-type]
     assert caught.value.side == "candidate"
+
+
+class _AnsweredSide:
+    """A side whose ranks answered the block the timer sends with ``answer`` (what
+    ``PairedTimer.block`` reads of a SideRun)."""
+
+    def __init__(self, answer: dict) -> None:
+        self.answer = answer
+        self.ranks = [None, None]
+        self.blocks: dict = {}
+        self.duplicate_blocks: list = []
+
+    def command(self, payload: dict, within_s: float) -> None:
+        for rank in range(len(self.ranks)):
+            self.blocks[(payload["block"], rank)] = {"first_call": 0, **self.answer}
+
+    def waiting(self) -> bool:
+        return True
+
+    def poll(self, timeout: float) -> None:
+        return None
+
+
+@pytest.mark.parametrize("what", ["a time of 400 digits", "a time that is text", "a time that is NaN",
+                                  "a negative time", "copies that are text"])
+def test_a_blocks_times_the_parent_cannot_read_are_the_sides_protocol_violation(what):
+    # GPUs judged in the ranks: a rank's answer carries its calls' times, and the token that
+    # makes it the harness's is in the candidate's memory (hostile/forges_huge_call_times.py).
+    # float() and int() of what it forged raised (no verdict), or let NaN reach the report.
+    from .hostile.forges_huge_call_times import FORGED
+
+    honest = {"times_ms": [1.0, 1.0], "gap_ms": [0.0, 0.0], "copies": 2, "digests": [[0, ["a"]], [1, ["b"]]]}
+    change = FORGED[what]
+    answer = {**honest, **{key: value * 2 if key == "times_ms" else value for key, value in change.items()}}
+    timer = PairedTimer.__new__(PairedTimer)
+    timer.cand = SideBlocks(run=_AnsweredSide(answer), name="candidate")  # type: ignore[arg-type]
+    timer.ref = SideBlocks(run=_AnsweredSide(honest), name="reference")  # type: ignore[arg-type]
+    timer.step_s, timer.block_id = 1.0, 0
+    with pytest.raises(DrivenFailure) as caught:
+        timer.block(timer.cand, 2)
+    assert caught.value.side == "candidate"
+    assert caught.value.failure["failure_class"] == "protocol_violation"
+    assert timer.block(timer.ref, 2).per_rank_ms == [[1.0, 1.0], [1.0, 1.0]]  # the harness's own answer reads
