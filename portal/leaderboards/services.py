@@ -192,7 +192,11 @@ def model_table(t: Track | ScoredTrack, ranked: list[ModelScore]) -> Table:
         row.update({f"pass_at_{k}": v for k, v in s.pass_at.items()})
         row.update({f"fast_1_at_{k}": v for k, v in s.fast1_at.items()})
         rows.append(row)
-    note = COUNTED_PER_PROBLEM if ranks_by_speed(hw) else (
+    n = len(t.problems)
+    # How far apart two rows must be to differ at all: the board gives no interval for a share.
+    grain = (f"Shares are out of {n} problem{'s' if n != 1 else ''}: one problem is "
+             f"{100 / n:.1f} points, so rows that close differ by one kernel. " if n else "")
+    note = grain + COUNTED_PER_PROBLEM if ranks_by_speed(hw) else (
         "Ranked by problems solved (Correct), then pass@1, then name. CPU timings are a smoke test "
         "of the pipeline, so the speed columns marked * (fast_p above 0, fast_1@k, geo-mean "
         f"speedup, roofline fraction) are shown but order nothing: * {NOT_RANKED}. {COUNTED_PER_PROBLEM}")

@@ -130,6 +130,8 @@ def test_the_model_board_says_how_many_problems_each_model_tried(
     assert rows["models"][0]["attempted"] == 1
     page = client.get(f"/leaderboard/?hardware={gpu_hardware.slug}").content.decode()
     assert ">Tried<" in page
+    # a share's grain: the board has no interval for fast_p, so it says what one problem is worth
+    assert "Shares are out of 1 problem: one problem is 100.0 points" in page
 
 
 def test_a_run_page_reads_in_words_and_human_dates(client: Any, owner: Any,
@@ -296,3 +298,14 @@ def test_the_client_takes_the_api_root_as_its_server(given: str) -> None:
 
     assert config.server(given) == "http://pkb.example.org"
     assert Api(config.server(given)).base == "http://pkb.example.org/api/v1/"
+
+
+@pytest.mark.parametrize("path", ["/problems/no-such-problem/", "/runs/999999/", "/nothing/here/"])
+def test_a_page_that_does_not_exist_leads_somewhere(client: Any, path: str) -> None:
+    """Outside DEBUG a mistyped problem URL got Django's bare "Not Found": no navigation, no
+    link, no way on from a dead end."""
+    r = client.get(path)
+    assert r.status_code == 404
+    page = r.content.decode()
+    assert "<nav" in page and "Page not found" in page and path in page
+    assert 'role="search"' in page and 'href="/api/v1/"' in page
