@@ -49,7 +49,8 @@ _NUMBERS = {
         "swapoff": 168, "acct": 163, "quotactl": 179, "quotactl_fd": 443, "syslog": 103,
         "settimeofday": 164, "clock_settime": 227, "clock_adjtime": 305, "adjtimex": 159, "iopl": 172,
         "ioperm": 173, "lookup_dcookie": 212, "vhangup": 153, "clone3": 435, "io_uring_setup": 425,
-        "io_uring_enter": 426, "io_uring_register": 427, "clone": 56,
+        "io_uring_enter": 426, "io_uring_register": 427, "clone": 56, "ioctl": 16, "socket": 41,
+        "socketpair": 53,
     },
     "aarch64": {
         "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "pidfd_getfd": 438,
@@ -62,7 +63,8 @@ _NUMBERS = {
         "swapoff": 225, "acct": 89, "quotactl": 60, "quotactl_fd": 443, "syslog": 116,
         "settimeofday": 170, "clock_settime": 112, "clock_adjtime": 266, "adjtimex": 171,
         "lookup_dcookie": 18, "vhangup": 58, "clone3": 435, "io_uring_setup": 425,
-        "io_uring_enter": 426, "io_uring_register": 427, "clone": 220,
+        "io_uring_enter": 426, "io_uring_register": 427, "clone": 220, "ioctl": 29, "socket": 198,
+        "socketpair": 199,
     },
 }
 _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
@@ -72,6 +74,13 @@ _X32_SYSCALL_BIT = 0x40000000
 # (that one is reached only through clone3 and unshare, both refused).
 _CLONE_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
 
+# Socket families a rank uses: unix (pipes, NCCL's and PyTorch's descriptor passing), IPv4 and
+# IPv6 on the loopback (rendezvous, gloo, NCCL bootstrap), netlink (getifaddrs, how NCCL lists
+# interfaces). Any other (packet, vsock, the kernel's crypto sockets, ...) answers EAFNOSUPPORT.
+_SOCKET_FAMILIES = (1, 2, 10, 16)
+# ioctls no rank needs that write into another process's terminal input (TIOCSTI, TIOCLINUX).
+_TERMINAL_INJECTION = (0x5412, 0x541C)
+
 # Classic BPF, as seccomp runs it (linux/filter.h, linux/seccomp.h).
 _LD_W_ABS = 0x20
 _JEQ_K, _JGE_K, _JSET_K = 0x15, 0x35, 0x45
@@ -79,7 +88,7 @@ _RET_K = 0x06
 _RET_KILL_PROCESS = 0x80000000
 _RET_ERRNO = 0x00050000
 _RET_ALLOW = 0x7FFF0000
-_NR, _ARCH, _ARG0_LOW = 0, 4, 16  # offsets in struct seccomp_data (little-endian machines)
+_NR, _ARCH, _ARG0_LOW, _ARG1_LOW = 0, 4, 16, 24  # offsets in struct seccomp_data (little-endian machines)
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
 
 
@@ -106,6 +115,19 @@ def program(machine: str) -> list[tuple[int, int, int, int]]:
         prog += [(_JGE_K, 0, 1, _X32_SYSCALL_BIT), (_RET_K, 0, 0, _RET_KILL_PROCESS)]
     for number, code in denied:
         prog += [(_JEQ_K, 0, 1, number), (_RET_K, 0, 0, _RET_ERRNO | code)]
+    # Each block below: "is it this call?" (else skip the block), load an argument, compare it
+    # with each value (a match jumps to the block's last instruction), then two returns.
+    for name in ("socket", "socketpair"):  # the family: allowed ones jump to ALLOW
+        families = len(_SOCKET_FAMILIES)
+        prog.append((_JEQ_K, 0, families + 3, numbers[name]))
+        prog.append((_LD_W_ABS, 0, 0, _ARG0_LOW))
+        prog += [(_JEQ_K, families - i, 0, family) for i, family in enumerate(_SOCKET_FAMILIES)]
+        prog += [(_RET_K, 0, 0, _RET_ERRNO | errno.EAFNOSUPPORT), (_RET_K, 0, 0, _RET_ALLOW)]
+    requests = len(_TERMINAL_INJECTION)  # the request: refused ones jump to EPERM
+    prog.append((_JEQ_K, 0, requests + 3, numbers["ioctl"]))
+    prog.append((_LD_W_ABS, 0, 0, _ARG1_LOW))
+    prog += [(_JEQ_K, requests - i, 0, request) for i, request in enumerate(_TERMINAL_INJECTION)]
+    prog += [(_RET_K, 0, 0, _RET_ALLOW), (_RET_K, 0, 0, _RET_ERRNO | errno.EPERM)]
     prog += [
         (_JEQ_K, 0, 3, numbers["clone"]),
         (_LD_W_ABS, 0, 0, _ARG0_LOW),

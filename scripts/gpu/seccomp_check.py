@@ -1,6 +1,6 @@
 """Does a GPU rank's work run under the sandbox's system-call filter (evaluator/sandbox/seccomp.py)?
 
-One process with no_new_privs and the filter installed, as a confined rank has them, does what
+One process with no_new_privs, no capabilities and the filter installed, as a confined rank has them, does what
 ranks do on a GPU host, step by step, and prints ok or the error of each: CUDA and a matmul, an
 NCCL communicator (world size 1, a TCP store on the loopback) and an all-reduce, PyTorch's
 symmetric memory (allocation and rendezvous), a Triton kernel compiled and run, a CUDA torch
@@ -23,6 +23,7 @@ os.environ.update({"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": 
                    "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29533", "NCCL_SOCKET_IFNAME": "lo"})
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from evaluator.sandbox import libc as libc_sandbox  # noqa: E402
 from evaluator.sandbox import seccomp  # noqa: E402
 
 STEPS: list[tuple[str, object]] = []
@@ -127,10 +128,11 @@ def main() -> int:
     libc = ctypes.CDLL(None, use_errno=True)
     assert libc.prctl(38, 1, 0, 0, 0) == 0
     if "--unfiltered" not in sys.argv:  # the control: what fails without the filter is not its doing
+        libc_sandbox.drop_capabilities()  # as a rank: no capability, then the filter
         seccomp.install()
-    status = next(line for line in open("/proc/self/status") if line.startswith("Seccomp:")).split()
-    print(f"== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} seccomp_check, filter mode {status[1]}",
-          flush=True)
+    status = dict(line.split(":", 1) for line in open("/proc/self/status") if ":" in line)
+    print(f"== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} seccomp_check, filter mode "
+          f"{status['Seccomp'].strip()}, capabilities {status['CapEff'].strip()}", flush=True)
     failed = 0
     for name, fn in STEPS:
         began = time.perf_counter()

@@ -44,6 +44,9 @@ seen = {
     "bpf": call("bpf", 0, 0, 0), "keyctl": call("keyctl", 0, -3, 0), "perf_event_open": call("perf_event_open", 0, 0, -1, -1, 0),
     "clone3": call("clone3", 0, 0), "mount": call("mount", 0, 0, 0, 0, 0), "chroot": call("chroot", 0),
     "pidfd_getfd": call("pidfd_getfd", -1, 0, 0), "syslog": call("syslog", 10, 0, 0),
+    "socket(AF_PACKET)": call("socket", 17, 3, 0), "socket(AF_ALG)": call("socket", 38, 5, 0),
+    "socketpair(AF_VSOCK)": call("socketpair", 40, 1, 0, 0), "ioctl(TIOCSTI)": call("ioctl", 0, 0x5412, 0),
+    "ioctl(TIOCLINUX)": call("ioctl", 0, 0x541C, 0),
 }
 child = call("clone", 0x10000000 | 17, 0, 0, 0, 0)
 if child[0] == 0:
@@ -59,6 +62,17 @@ works.append(subprocess.run(["/bin/sh", "-c", "echo exec"], capture_output=True,
 import socket
 with socket.socket() as sock:
     sock.bind(("127.0.0.1", 0)); works.append("socket")
+left, right = socket.socketpair(); left.close(); right.close(); works.append("socketpair")
+with socket.socket(socket.AF_INET6) as sock:
+    works.append("inet6")
+with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0) as sock:
+    works.append("netlink")
+import fcntl, termios
+try:
+    fcntl.ioctl(0, termios.FIONREAD, b"    ")
+except OSError as exc:  # stdin is a pipe or /dev/null: any answer but the filter's EPERM
+    assert exc.errno != errno.EPERM, exc
+works.append("ioctl")
 print(json.dumps({"seen": seen, "works": works}), flush=True)
 if len(sys.argv) > 3:
     call("clone", 0)  # not reached by the x32 case below
@@ -70,15 +84,15 @@ def run_filtered(*extra: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=60)
 
 
-def test_the_filter_refuses_each_call_with_its_errno_and_leaves_threads_fork_exec_and_sockets():
+def test_the_filter_refuses_each_call_with_its_errno_and_leaves_threads_fork_exec_sockets_and_ioctls():
     done = run_filtered()
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     refused = seccomp.refused()
     for name, (value, err) in result["seen"].items():
-        expected = refused.get(name, 1)  # clone with a namespace flag: EPERM
+        expected = refused.get(name, 97 if name.startswith("socket") else 1)  # EAFNOSUPPORT or EPERM
         assert (value, err) == (-1, expected), (name, value, err)
-    assert result["works"] == ["thread", "fork", "exec", "socket"]
+    assert result["works"] == ["thread", "fork", "exec", "socket", "socketpair", "inet6", "netlink", "ioctl"]
 
 
 def test_a_call_through_the_x32_table_kills_the_process():
