@@ -309,3 +309,18 @@ def test_a_page_that_does_not_exist_leads_somewhere(client: Any, path: str) -> N
     page = r.content.decode()
     assert "<nav" in page and "Page not found" in page and path in page
     assert 'role="search"' in page and 'href="/api/v1/"' in page
+
+
+def test_headings_never_skip_a_level(client: Any, owner: Any, all_reduce: Any,
+                                     gpu_hardware: Any) -> None:
+    """The model board, the runs list and the comparison put h3 titles straight under the h1:
+    a screen reader's list of headings showed a level missing on each."""
+    import re
+
+    a_result(owner, "tried-one", gpu_hardware, all_reduce, speedup=1.2)
+    a_result(owner, "tried-two", gpu_hardware, all_reduce, speedup=1.1)
+    for url in (f"/leaderboard/?hardware={gpu_hardware.slug}", "/runs/",
+                f"/leaderboard/compare/?hardware={gpu_hardware.slug}", "/"):
+        levels = [int(n) for n in re.findall(r"<h([1-6])[\s>]", client.get(url).content.decode())]
+        jumps = [(a, b) for a, b in zip(levels, levels[1:]) if b > a + 1]
+        assert levels and jumps == [], (url, levels)

@@ -139,7 +139,10 @@ def get(mapping: Any, key: Any) -> Any:
 
 
 @register.inclusion_tag("partials/table.html", takes_context=True)
-def render_table(context: Any, table: Table, link_problem: bool = False) -> dict[str, Any]:
+def render_table(context: Any, table: Table, link_problem: bool = False, level: int = 3) -> dict[str, Any]:
+    """``level``: the title's heading level, one below the section it sits in (2 straight under
+    a page's h1: an h3 there skipped a level, which screen readers' heading lists show)."""
     rows = [[(c, row.get(c.key), row) for c in table.page_columns] for row in table.rows]
     return {"table": table, "rows": rows, "raw_rows": table.rows, "link_problem": link_problem,
+            "level": level,
             "exports": export_links(context["request"], table)}
