@@ -14,6 +14,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal.api.base import BaseView
+from portal.api.pagination import Pagination
+from portal.catalog.models import Hardware
 from portal.api.parsers import PARSERS
 from portal.submissions.validation import SubmissionError
 
@@ -25,6 +27,10 @@ from .pkb.importer import plans_from_pkb
 MAX_TURN = 1_000_000  # an agent's turns; the run's k is at most PKB_RUN_MAX_K
 
 
+class RunPages(Pagination):
+    page_size = 500  # what one answer held before it had pages
+
+
 def error_response(exc: SubmissionError) -> Response:
     """A refusal in the API's one error shape, {"error": {"code", "message", "field"}}."""
     headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else None
@@ -32,12 +38,16 @@ def error_response(exc: SubmissionError) -> Response:
                     status=exc.status, headers=headers)
 
 
-def run_json(run: Run) -> dict[str, Any]:
+def run_json(run: Run, request: Request | None = None) -> dict[str, Any]:
+    """``url``: the run's page, absolute where the request is at hand (as every link the API
+    gives: a bot follows it as it is)."""
+    page = run.get_absolute_url()
     return {"id": run.pk, "model": run.model.name, "provider": run.provider,
             "sampling": run.sampling, "backend": run.backend, "precision": run.precision,
             "hardware": run.hardware.slug, "k": run.k, "note": run.note, "link": run.link,
             "imported_from": run.imported_from or None, "owner": run.owner.username,
-            "created_at": run.created_at.isoformat(), "url": run.get_absolute_url()}
+            "created_at": run.created_at.isoformat(),
+            "url": request.build_absolute_uri(page) if request is not None else page}
 
 
 class _RunView(BaseView):
@@ -87,22 +97,33 @@ class RunListCreate(_RunView):
                    parameters=[OpenApiParameter("hardware", str), OpenApiParameter("model", str),
                                OpenApiParameter("mine", bool)], responses={200: dict})
     def get(self, request: Request) -> Response:
-        """Runs, newest first; filters: hardware, model, mine=1."""
+        """Runs, newest first, 500 a page (``page``, ``page_size``; ``count``, ``next`` and
+        ``previous`` as every list of the API has, beside ``runs``); filters: hardware, model,
+        mine=1."""
         runs = Run.objects.select_related("model", "hardware", "owner")
         if hw := request.query_params.get("hardware"):
+            if not Hardware.objects.filter(slug=hw).exists():  # it answered [] for a typo
+                known = ", ".join(Hardware.objects.active().values_list("slug", flat=True))
+                raise SubmissionError("unknown_hardware", f"No hardware {hw!r}; known: {known}.",
+                                      field="hardware")
             runs = runs.filter(hardware__slug=hw)
         if model := request.query_params.get("model"):
             runs = runs.filter(model__name=model)
         if request.query_params.get("mine") in ("1", "true") and request.user.is_authenticated:
             runs = runs.filter(owner=request.user)
-        return Response({"runs": [run_json(r) for r in runs[:500]]})
+        # It was the first 500, with nothing to say that more existed.
+        pages = RunPages()
+        page = pages.paginate_queryset(runs, request, view=self) or []
+        return Response({"count": pages.page.paginator.count, "next": pages.get_next_link(),
+                         "previous": pages.get_previous_link(),
+                         "runs": [run_json(r, request) for r in page]})
 
     @extend_schema(request=dict, responses={201: dict})
     def post(self, request: Request) -> Response:
         """Create a run: model, provider, sampling (object), backend, precision, hardware, k,
         note, link."""
         run = services.create_run(user=request.user, data=_fields(request))
-        return Response(run_json(run), status=status.HTTP_201_CREATED)
+        return Response(run_json(run, request), status=status.HTTP_201_CREATED)
 
 
 class RunDetail(_RunView):
@@ -111,7 +132,7 @@ class RunDetail(_RunView):
         """The run, its progress, and every file it was given with its status."""
         run = self.run(pk)
         files = [services.sample_json(s) for s in run.samples.select_related("problem")]
-        return Response({**run_json(run), "progress": scoring.progress(run), "files": files})
+        return Response({**run_json(run, request), "progress": scoring.progress(run), "files": files})
 
 
 class RunSamples(_RunView):
@@ -239,7 +260,7 @@ class PkbImport(_RunView):
                              "provider": run.provider, "model": run.model.name,
                              "pkb_hardware": parsed.hardware, "hardware": run.hardware.slug,
                              "k": run.k, **counts, "files": [_dry(r) for r in results]})
-        return Response({**run_json(run), **counts, "files": results}, status=status.HTTP_201_CREATED)
+        return Response({**run_json(run, request), **counts, "files": results}, status=status.HTTP_201_CREATED)
 
 
 def _dry(result: dict[str, Any]) -> dict[str, Any]:

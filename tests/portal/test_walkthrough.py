@@ -28,6 +28,26 @@ def test_the_api_root_lists_the_runs_endpoints(anonymous_api: Any) -> None:
     assert anonymous_api.get(endpoints["runs"]).status_code == 200
 
 
+def test_the_runs_list_pages_like_every_list_and_links_absolutely(
+        anonymous_api: Any, owner: Any, gpu_hardware: Any) -> None:
+    """`GET runs/` gave the first 500 runs with nothing to say more existed, took a hardware
+    typo for "no runs", and gave each run's `url` relative where every other link is absolute."""
+    from portal.runs.models import Run
+    from portal.submissions.services import get_model
+
+    for _ in range(3):
+        Run.objects.create(owner=owner, model=get_model("gpt-test"), hardware=gpu_hardware, k=1)
+    body = anonymous_api.get("/api/v1/runs/?page_size=2").json()
+    assert body["count"] == 3 and len(body["runs"]) == 2 and body["previous"] is None
+    assert body["next"].startswith("http://testserver/api/v1/runs/?")
+    rest = anonymous_api.get(body["next"]).json()
+    assert len(rest["runs"]) == 1 and rest["next"] is None
+    assert body["runs"][0]["url"].startswith("http://testserver/runs/")
+    r = anonymous_api.get("/api/v1/runs/?hardware=h200-typo")
+    assert r.status_code == 400 and r.json()["error"]["code"] == "unknown_hardware"
+    assert anonymous_api.get(f"/api/v1/runs/?hardware={gpu_hardware.slug}").json()["count"] == 3
+
+
 @pytest.mark.parametrize("path, names, lists", [
     ("/api/v1/runs/999999/scores/", "run 999999", "GET /api/v1/runs/"),
     ("/api/v1/runs/999999/", "run 999999", "GET /api/v1/runs/"),
