@@ -344,3 +344,15 @@ def test_headings_never_skip_a_level(client: Any, owner: Any, all_reduce: Any,
         levels = [int(n) for n in re.findall(r"<h([1-6])[\s>]", client.get(url).content.decode())]
         jumps = [(a, b) for a, b in zip(levels, levels[1:]) if b > a + 1]
         assert levels and jumps == [], (url, levels)
+
+
+def test_your_submissions_link_their_problem_and_say_cpu_is_a_smoke_test(
+        client: Any, owner: Any, all_reduce: Any, cpu_hardware: Any) -> None:
+    """/accounts/ listed problem and hardware as plain text, and a CPU speedup bare, where
+    every other page marks CPU results a smoke test."""
+    a_result(owner, "human", cpu_hardware, all_reduce, speedup=1.11)
+    client.force_login(owner)
+    page = client.get("/accounts/").content.decode()
+    assert f'<a href="/problems/all-reduce/?hardware={cpu_hardware.slug}">all-reduce</a>' in page
+    assert f'<a href="/hardware/{cpu_hardware.slug}/">{cpu_hardware.slug}</a>' in page
+    assert "smoke test" in page
