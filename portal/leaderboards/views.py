@@ -6,6 +6,7 @@ from django.shortcuts import render
 
 from portal.catalog.models import Hardware
 from portal.lib.exports import maybe_export
+from portal.submissions.models import AIModel
 
 from . import cache, services
 
@@ -61,8 +62,13 @@ def models(request: HttpRequest) -> HttpResponse:
 def compare(request: HttpRequest) -> HttpResponse:
     hardware = _hardware(request)
     chosen = [m for m in request.GET.getlist("models") if m][:12]
+    # A name no model has is left out and said so: it was drawn as a model scoring 0 everywhere
+    # (the API refuses it: unknown_model).
+    known = set(AIModel.objects.filter(name__in=chosen).values_list("name", flat=True))
+    unknown = [m for m in chosen if m not in known]
+    chosen = [m for m in chosen if m in known]
     context: dict[str, object] = {"hardware": hardware, "hardware_list": Hardware.objects.active(),
-                                  "chosen": chosen}
+                                  "chosen": chosen, "unknown": unknown}
     if hardware:
         def compute() -> dict[str, object]:
             track = cache.scored_track(hardware)

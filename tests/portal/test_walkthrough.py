@@ -356,3 +356,17 @@ def test_your_submissions_link_their_problem_and_say_cpu_is_a_smoke_test(
     assert f'<a href="/problems/all-reduce/?hardware={cpu_hardware.slug}">all-reduce</a>' in page
     assert f'<a href="/hardware/{cpu_hardware.slug}/">{cpu_hardware.slug}</a>' in page
     assert "smoke test" in page
+
+
+def test_the_comparison_page_leaves_out_a_model_that_does_not_exist(
+        client: Any, owner: Any, all_reduce: Any, gpu_hardware: Any) -> None:
+    """`models=gpt5.5` (a typo) was drawn as a model that scored 0% everywhere; the API refuses
+    the same request (unknown_model)."""
+    a_result(owner, "gpt-5.5", gpu_hardware, all_reduce, speedup=1.2)
+    a_result(owner, "claude", gpu_hardware, all_reduce, speedup=1.1)
+    page = client.get(f"/leaderboard/compare/?hardware={gpu_hardware.slug}"
+                      "&models=gpt-5.5&models=claude&models=gpt5.5").content.decode()
+    assert 'id="unknown-models"' in page and "<code>gpt5.5</code>" in page
+    table = page[page.index('data-table="models"'):]
+    table = table[table.index("<tbody>"):table.index("</table>")]
+    assert "gpt5.5" not in table and "gpt-5.5" in table and "claude" in table
