@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from rest_framework import exceptions, generics, permissions
+from rest_framework import generics, permissions
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.views import APIView
 
 from .errors import ApiError
 from .pagination import Pagination
-from .throttles import AnonThrottle, UserThrottle, refusal
+from .throttles import AnonThrottle, NamedThrottles, UserThrottle
 from .tokens import ExpiringTokenAuthentication
 
 
-class APIBase:
+class APIBase(NamedThrottles):
     authentication_classes: list[Any] = [ExpiringTokenAuthentication, SessionAuthentication]
     permission_classes: list[Any] = [permissions.IsAuthenticatedOrReadOnly]
     throttle_classes: list[Any] = [AnonThrottle, UserThrottle]
@@ -28,13 +28,6 @@ class APIBase:
                 raise ApiError("bad_parameter", f"Query parameter {key.replace(chr(0), '')!r} contains a NUL "
                                "(0x00) character; send text without it.", field=key.replace("\x00", ""))
         super().initial(request, *args, **kwargs)  # type: ignore[misc]
-
-    def check_throttles(self, request: Any) -> None:
-        """DRF's, with a 429 that names the limit reached (``throttles.refusal``)."""
-        refused = [t for t in self.get_throttles() if not t.allow_request(request, self)]  # type: ignore[attr-defined]
-        if refused:
-            waits = [w for w in (t.wait() for t in refused) if w is not None]
-            raise exceptions.Throttled(max(waits, default=None), detail=refusal(refused))
 
 
 class BaseView(APIBase, APIView):

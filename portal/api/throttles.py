@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from rest_framework import exceptions
 from rest_framework.throttling import AnonRateThrottle, UserRateThrottle
 
 
@@ -44,11 +45,11 @@ class SignupThrottle(_FromSettings, AnonRateThrottle):
 
 
 _PER = {1: "a second", 60: "a minute", 3600: "an hour", 86400: "a day"}
-_WHO = {"anon": "A client without a token may make {n} requests {per} (counted per address)",
-        "user": "A user may make {n} requests {per}",
-        "submit": "A user may upload {n} times {per}",
-        "login": "An address may try {n} passwords {per}",
-        "signup": "An address may make {n} accounts {per}"}
+_WHO = {"anon": "A client without a token may make {n} request{s} {per} (counted per address)",
+        "user": "A user may make {n} request{s} {per}",
+        "submit": "A user may upload {n} time{s} {per}",
+        "login": "An address may try {n} password{s} {per}",
+        "signup": "An address may make {n} account{s} {per}"}
 
 
 def _rate(throttle: Any) -> str | None:
@@ -56,8 +57,8 @@ def _rate(throttle: Any) -> str | None:
     if not rate:
         return None
     n, seconds = throttle.parse_rate(rate)
-    return _WHO.get(throttle.scope, "The limit is {n} requests {per}").format(
-        n=n, per=_PER.get(seconds, f"every {seconds} s"))
+    return _WHO.get(throttle.scope, "The limit is {n} request{s} {per}").format(
+        n=n, s="" if n == 1 else "s", per=_PER.get(seconds, f"every {seconds} s"))
 
 
 def refusal(refused: list[Any]) -> str:
@@ -72,3 +73,14 @@ def refusal(refused: list[Any]) -> str:
                     f"Authorization: Token <key>) you may make {n} requests "
                     f"{_PER.get(seconds, f'every {seconds} s')}")
     return "Too many requests. " + "; ".join(said) + ("." if said else "")
+
+
+class NamedThrottles:
+    """DRF's ``check_throttles``, with a 429 that names the limit reached (``refusal``): every
+    API view, the token view included."""
+
+    def check_throttles(self, request: Any) -> None:
+        refused = [t for t in self.get_throttles() if not t.allow_request(request, self)]  # type: ignore[attr-defined]
+        if refused:
+            waits = [w for w in (t.wait() for t in refused) if w is not None]
+            raise exceptions.Throttled(max(waits, default=None), detail=refusal(refused))

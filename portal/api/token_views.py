@@ -10,11 +10,11 @@ from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from .throttles import LoginThrottle
+from .throttles import LoginThrottle, NamedThrottles
 from .tokens import is_expired
 
 
-class ObtainToken(ObtainAuthToken):
+class ObtainToken(NamedThrottles, ObtainAuthToken):
     """Username and password for a token; an expired token is replaced, not handed back."""
 
     throttle_classes = (LoginThrottle,)

@@ -107,6 +107,17 @@ def test_a_throttled_client_is_told_its_limit_and_how_to_get_more(anonymous_api:
     assert "600 requests a minute" in message and "token" in message, message
 
 
+def test_too_many_password_guesses_are_told_the_limit(anonymous_api: Any, settings: Any,
+                                                      owner: Any) -> None:
+    """`POST auth/token/` (`pkb login`) answered its 429 in DRF's words too."""
+    rates = {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], "login": "1/min"}
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": rates}
+    anonymous_api.post("/api/v1/auth/token/", {"username": owner.username, "password": "wrong"})
+    r = anonymous_api.post("/api/v1/auth/token/", {"username": owner.username, "password": "wrong"})
+    assert r.status_code == 429
+    assert "An address may try 1 password a minute" in r.json()["error"]["message"]
+
+
 # --- worker liveness: a page never waits for the broadcast when an answer is at hand ----------
 
 def test_a_stale_liveness_answer_is_served_while_a_new_one_is_asked_for(
