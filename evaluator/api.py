@@ -37,7 +37,7 @@ from .config import EvalConfig, Limits, ResourceLimits
 from .digest import outputs_digest
 from .exact import exact_path, load_exact, room_for_exact
 from .job import CHECKED_CALLS, CHECKED_COPIES, RankJob, TaskSpec, TrialSpec, call_seed
-from .launcher import ProgressHook, SideResult, SideRun, run_side
+from .launcher import ProgressHook, SideResult, SideRun, box_dir, run_side
 from . import scoring
 from .outputs import hashes_if_unconfined, load_candidate_outputs, tampering
 from .paired import DrivenFailure, PairedTimer, PairedTiming, answered_twice, wait_finished, wait_started
@@ -301,6 +301,8 @@ class Evaluation:
                 if run is None:
                     continue
                 if run is reference_run:
+                    if (planted := planted_in_reference_folders(workdir)) is not None:
+                        raise DrivenFailure("candidate", planted)
                     # Its share of the evaluation's deadline is what is left now, as it begins,
                     # not what was left at the candidate's launch: its clock starts here.
                     run.limits = self.side_limits(name)
@@ -349,9 +351,15 @@ class Evaluation:
             return self.report(candidate.failure, [], None, candidate, reference_run.end() if reference_run else None)
         timed_calls = sorted(judge.checked.kept)
         if reference_run is None:
+            if (planted := planted_in_reference_folders(workdir)) is not None:
+                return self.report(planted, [], None, candidate, None)
             reference = self.run_side("reference", workdir)
         else:
             rechecks = self.rechecks(timed_calls)
+            box = reference_run.box
+            if not getattr(box, "confined", True) and \
+                    (planted := planted_in_reference_folders(workdir, box.work / "out")) is not None:
+                return self.report(planted, [], None, candidate, reference_run.end())
             reference_run.thaw()
             finishing = time.monotonic()
             reference_run.command({"cmd": "finish", "rechecks": rechecks},
@@ -573,6 +581,30 @@ class Evaluation:
                                **({"phases_s": self.phases.seconds()} if self.phases.marks else {})),
             started_at=self.started_at, finished_at=finished,
         )
+
+
+def planted_in_reference_folders(workdir: Path, box_out: Optional[Path] = None) -> Optional[Failure]:
+    """The candidate's protocol_violation if the reference's folders are not as the judge left
+    them, checked before the reference starts (its box not yet made) and, once the candidate's
+    processes are gone, before it writes its answers (``box_out``: the folder an unconfined
+    reference box writes them in, still a real and empty one). Its outputs folder, where the
+    judge copies them and reads them from, is not made yet or a real, empty folder. Unconfined,
+    the candidate runs with our rights on this disk: it made the reference's box at import and put
+    links where the reference writes its exact answers; the reference wrote through them, the copy
+    out refused links, and with no exact answers the parent judged by the problem's tolerance,
+    which a candidate wrong by 0.05 everywhere passed (red team, plants_reference_links).
+    Confined, none of these folders is in the candidate's namespaces."""
+    def empty(folder: Path, must_exist: bool) -> bool:
+        if not os.path.lexists(folder):
+            return not must_exist
+        return folder.is_dir() and not folder.is_symlink() and not any(folder.iterdir())
+
+    box_ok = empty(box_out, True) if box_out is not None else not os.path.lexists(box_dir(workdir, "reference"))
+    if box_ok and empty(workdir / "reference", False):  # made with the reference's job: before the candidate, if timed
+        return None
+    return make_failure(FailureClass.PROTOCOL_VIOLATION,
+                        "the reference's folders held files or links the reference had not made (only a candidate "
+                        "process, running unconfined with the evaluator's rights, could have put them there)")
 
 
 def on_device(value: Any, device: torch.device) -> Any:

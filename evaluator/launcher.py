@@ -68,7 +68,7 @@ class SideRun(SideDiagnosis):
         self.token = new_token()
         self.job = job
         self.side = job["side"]
-        self.side_dir = workdir / f"{self.side}-box"
+        self.side_dir = box_dir(workdir, self.side)
         self.limits = limits
         self.timing_s = timing_s
         self.sandbox = sandbox
@@ -611,6 +611,12 @@ class SideRun(SideDiagnosis):
             self.on_progress(self.side, progress_event(STEP, {"step": "timing started", "task": event.get("task")}))
         elif kind in (READY, STEP, DONE) or (kind == TIMES and not self.job.get("driven")):
             self.on_progress(self.side, progress_event(kind, event))
+
+
+def box_dir(workdir: Path, side: str) -> Path:
+    """The folder a side's box is made in (its inbox, and unconfined its work folder), made when
+    the side starts."""
+    return workdir / f"{side}-box"
 
 
 def progress_event(kind: str, event: dict[str, Any]) -> dict[str, Any]:

@@ -416,3 +416,17 @@ def test_outputs_near_the_dtypes_largest_value_leave_a_report_that_is_json():
     assert report["failure"]["failure_class"] == "value_mismatch", report["failure"]
     schema = json.loads((Path(evaluator.__file__).parent / "report.schema.json").read_text())
     jsonschema.validate(json.loads(json.dumps(report, allow_nan=False)), schema)
+
+
+def test_links_planted_where_the_reference_writes_its_exact_answers_are_caught():
+    # Unconfined, rank 0 linked every exact-answer name in the reference's output folder to
+    # /dev/null in its first call; the reference wrote through them, the copy out refused links,
+    # and without exact answers a candidate wrong by 0.05 everywhere was judged by the tolerance
+    # and passed (3 runs of 3, timed and not). Confined, the folder is out of its reach.
+    report = run("plants_reference_links", dtype="bfloat16")
+    assert report["verdict"] == "fail", (report.get("timing") or {}).get("speedup")
+    if report["sandbox"] == "off":
+        assert report["failure"]["failure_class"] == "protocol_violation", report["failure"]
+        assert "the reference's folders held" in report["failure"]["message"]
+    else:
+        assert report["failure"]["failure_class"] == "value_mismatch", report["failure"]
