@@ -381,3 +381,16 @@ def test_the_comparison_page_leaves_out_a_model_that_does_not_exist(
     table = page[page.index('data-table="models"'):]
     table = table[table.index("<tbody>"):table.index("</table>")]
     assert "gpt5.5" not in table and "gpt-5.5" in table and "claude" in table
+
+
+def test_every_table_of_the_site_has_a_name() -> None:
+    """The tables written out in templates (a submission's timing and trials, a problem's shapes
+    and roofline, a hardware profile's GPUs and links, your submissions) had no accessible name;
+    those of the shared partial have the table's title."""
+    import re
+
+    templates = Path(__file__).resolve().parents[2] / "templates"
+    unnamed = [f"{p.relative_to(templates)}: {t}" for p in templates.rglob("*.html")
+               for t in re.findall(r"<table\b[^>]*>", p.read_text())
+               if "aria-label" not in t and "aria-labelledby" not in t]
+    assert unnamed == []
