@@ -237,7 +237,7 @@ class PkbImport(_RunView):
         # reports exactly what the import would do: every check, every refusal, the counts.
         with transaction.atomic():
             run = services.create_run(user=request.user, imported_from=directory, data={
-                "model": fields.get("model") or parsed.model,
+                "model": fields.get("model") or parsed.entry,
                 "provider": fields.get("provider") or parsed.provider,
                 "backend": "cuda" if parsed.backend == "parallelkittens" else parsed.backend,
                 "precision": parsed.precision, "hardware": fields.get("hardware"),

@@ -37,7 +37,7 @@ from portal.catalog.models import Hardware, Problem
 from portal.lib import reports
 from portal.submissions.importing import system_user, version_for
 from portal.submissions.lifecycle import apply_report
-from portal.submissions.models import Status, Submission
+from portal.submissions.models import AIModel, Status, Submission
 from portal.submissions.services import get_model, next_attempt
 
 from .archives import Entry
@@ -157,6 +157,20 @@ def provenance_note(run_dir: str, hardware: Hardware, rows: list[dict[str, Any]]
             f"{commits}, {span}, torch {torch}, sandbox {sandbox}.{written}")
 
 
+def _move_to_model(run: Run, model: AIModel) -> None:
+    """A run seeded under its bare model name before directories were ranked apart (the Triton
+    directory shared Gemini 3 Pro's CUDA row until 2026-11-29): the run and its samples'
+    submissions move to the directory's own entry, attempts numbered again in the order made."""
+    with transaction.atomic():
+        run.model = model
+        run.save(update_fields=["model"])
+        ids = list(run.samples.exclude(submission=None).values_list("submission_id", flat=True))
+        for sub in Submission.objects.filter(pk__in=ids).order_by("created_at", "pk"):
+            sub.model = model
+            sub.attempt = next_attempt(model, sub.problem_version, sub.hardware)
+            sub.save(update_fields=["model", "attempt"])
+
+
 def _run_for(rel: str, run_dir: str, hardware_slug: str, rows: list[dict[str, Any]],
              planned: int | None, result: BoardSeed) -> Run:
     """The run of one directory on one hardware, with the fields ``runs/pkb-import/`` gives it."""
@@ -169,13 +183,15 @@ def _run_for(rel: str, run_dir: str, hardware_slug: str, rows: list[dict[str, An
     run = Run.objects.filter(seeded_from=rel, imported_from=run_dir, hardware=hardware).first()
     if run is None:
         run = Run.objects.create(
-            owner=system_user(), model=get_model(parsed.model, parsed.provider),
+            owner=system_user(), model=get_model(parsed.entry, parsed.provider),
             provider=parsed.provider[:100], sampling={}, hardware=hardware, k=1, note=note,
             backend="cuda" if parsed.backend == "parallelkittens" else parsed.backend,
             precision=parsed.precision, imported_from=run_dir[:300], seeded_from=rel[:300],
             files_planned=planned)
         result.runs_created.append(f"{rel} {run_dir}")
     else:  # a later batch added lines, or the plan changed: the run says so
+        if run.model.name != parsed.entry:
+            _move_to_model(run, get_model(parsed.entry, parsed.provider))
         planned = run.files_planned if planned is None else planned  # no word: left as it was
         if (run.note, run.files_planned) != (note, planned):
             run.note, run.files_planned = note, planned

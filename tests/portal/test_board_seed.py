@@ -83,7 +83,7 @@ def check_board_page(results: Path) -> None:
     page = Client().get("/leaderboard/", {"hardware": hardware}).content.decode()
     for directory, rows in groups.items():
         run = Run.objects.get(imported_from=directory, hardware__slug=hardware)
-        assert run.model.name == parse_run_dir(directory).model and run.k == 1
+        assert run.model.name == parse_run_dir(directory).entry and run.k == 1
         assert run.seeded_from == f"docs/measurements/board/{results.name}"
         assert run.samples.filter(status=RunSample.ACCEPTED).count() == len(rows)
         row = next(r for r in presenters.runs_table([run]).rows if r["run"] == run.pk)
@@ -103,7 +103,12 @@ def check_board_page(results: Path) -> None:
     assert "sandbox on" in page and "written for H100 x8 by their authors" in page
     models_table = page.split('data-table="models"', 1)[1].split("data-table=", 1)[0]
     for directory in groups:  # the models table too, not only the runs'
-        assert f'<td class="text">{parse_run_dir(directory).model}</td>' in models_table
+        assert f'<td class="text">{parse_run_dir(directory).entry}</td>' in models_table
+    # One directory per board row: a model's CUDA and Triton directories are ranked apart, or it
+    # would have two attempts at a problem where the others have one (the board takes the best).
+    seeded = Run.objects.filter(hardware__slug=hardware, seeded_from__endswith=results.name)
+    models = list(seeded.values_list("model__name", flat=True))
+    assert len(models) == len(set(models)) == len(groups)
 
 
 @pytest.mark.slow
@@ -143,6 +148,32 @@ def test_a_later_batch_adds_its_lines_and_a_second_seed_adds_nothing(catalog: No
     assert Run.objects.count() == len(set(directories)) and Submission.objects.count() == len(lines)
     first_run = Run.objects.get(imported_from=first_dir)
     assert f"{directories.count(first_dir)} files evaluated" in first_run.note
+
+
+@pytest.mark.slow
+def test_a_run_seeded_under_its_bare_model_name_moves_to_its_directorys_own_row(catalog: None) -> None:
+    """A database seeded before directories were ranked apart held Gemini 3 Pro's Triton run under
+    the CUDA run's model: seeding again moves the run and its submissions, attempts renumbered."""
+    seed_board(BOARD, ROOT)
+    triton = Run.objects.filter(imported_from__startswith="solutions_triton_", hardware__slug="h200-x2-nvlink").first()
+    cuda = Run.objects.get(imported_from=triton.imported_from.replace("solutions_triton_", "solutions_cuda_"),
+                           hardware=triton.hardware)
+    subs = Submission.objects.filter(run_sample__run=triton)
+    cuda_attempts = dict(Submission.objects.filter(run_sample__run=cuda).values_list("pk", "attempt"))
+    triton.model = cuda.model  # as the seed left it before
+    triton.save(update_fields=["model"])
+    subs.update(model=cuda.model, attempt=2)
+
+    again = seed_board(BOARD, ROOT)
+    assert not again.errors and not again.added
+    triton.refresh_from_db()
+    assert triton.model.name == parse_run_dir(triton.imported_from).entry != cuda.model.name
+    assert set(subs.values_list("model", flat=True)) == {triton.model.pk}
+    attempts: dict[int, list[int]] = defaultdict(list)  # two PKB problems can share one of ours
+    for version, attempt in subs.values_list("problem_version", "attempt"):
+        attempts[version].append(attempt)
+    assert all(sorted(found) == list(range(1, len(found) + 1)) for found in attempts.values())
+    assert dict(Submission.objects.filter(run_sample__run=cuda).values_list("pk", "attempt")) == cuda_attempts
 
 
 @pytest.mark.slow

@@ -187,6 +187,12 @@ def test_pkb_directory_names_and_numbering() -> None:
     assert (parsed.backend, parsed.precision, parsed.hardware, parsed.provider, parsed.model) == \
         ("cuda", "bf16", "h100_8", "anthropic", "claude-opus-4-7")
     assert names.parse_run_dir("solutions_triton_bf16_none_together_Qwen_Qwen3").model == "Qwen_Qwen3"
+    # Ranked apart: a model's CUDA and Triton directories are two configurations, not two attempts.
+    assert parsed.entry == "claude-opus-4-7"
+    assert names.parse_run_dir("solutions_triton_bf16_h100_8_google_gemini-3-pro-preview").entry == \
+        "gemini-3-pro-preview-triton"
+    assert names.parse_run_dir("solutions_parallelkittens_bf16_h100_8_google_gemini-3-pro-preview").entry == \
+        "gemini-3-pro-preview-parallelkittens"
     with pytest.raises(ValueError):
         names.parse_run_dir("my_solutions")
     # From 33 on a generated file's number is its reference's + 1; four names differ.

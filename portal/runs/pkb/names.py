@@ -28,6 +28,15 @@ class RunName:
     provider: str
     model: str
 
+    @property
+    def entry(self) -> str:
+        """The model name a directory's files are ranked under: the model's own for CUDA, the
+        model and the language for another (``gemini-3-pro-preview-triton``). Each directory is
+        one configuration with one sample per problem; under one name, a model written up in
+        two languages would have two attempts at each problem where the others have one, and the
+        boards credit a model's best attempt (Correct, fast_p)."""
+        return self.model if self.backend == "cuda" else f"{self.model}-{self.backend}"
+
 
 @dataclass(frozen=True)
 class FileName:
