@@ -58,3 +58,19 @@ def test_a_start_that_keeps_failing_gives_up_and_logs_the_step(tmp_path: Path,
     assert len(list(tries.iterdir())) == init.START_ATTEMPTS
     assert log_path.read_text().splitlines() == [
         "pkb sandbox: a rank's set-up before exec failed: PermissionError(1, 'setresuid')"] * init.START_ATTEMPTS
+
+
+def test_a_rank_started_by_exec_holds_no_capability_and_runs_under_the_filter(tmp_path: Path) -> None:
+    """The exec path (GPU ranks, and CPU launches the zygote declines) sets a rank up as the
+    zygote's forks are: empty capability sets and the system-call filter, before the program runs
+    (tests/sandbox/attacks/kernel_surface.py checks the zygote's forks)."""
+    launch, log, log_path = _launch(tmp_path)
+    launch["argv"] = [sys.executable, "-c", "print(''.join(line for line in open('/proc/self/status') "
+                      "if line.startswith(('CapEff', 'CapPrm', 'Seccomp:', 'NoNewPrivs'))))"]
+    limits = {"tasks_per_rank": 256, "open_files": 1024, "disk_bytes": 1 << 30, "memory_bytes_per_rank": 1 << 34}
+    side = init.SideInit({"limits": limits, "device": "cpu", "rank_uid": 0, "work": str(tmp_path)})
+    assert side._spawn(launch, log).wait(timeout=30) == 0
+    os.close(log)
+    status = dict(line.split(":", 1) for line in log_path.read_text().splitlines() if ":" in line)
+    assert {key: value.strip() for key, value in status.items()} == {
+        "NoNewPrivs": "1", "Seccomp": "2", "CapPrm": "0000000000000000", "CapEff": "0000000000000000"}
