@@ -599,7 +599,10 @@ def planted_in_reference_folders(workdir: Path, box_out: Optional[Path] = None) 
             return not must_exist
         return folder.is_dir() and not folder.is_symlink() and not any(folder.iterdir())
 
-    box_ok = empty(box_out, True) if box_out is not None else not os.path.lexists(box_dir(workdir, "reference"))
+    # Every folder on the way from the workdir is a real one, not a link to somewhere else.
+    real_path = box_out is None or not any(folder.is_symlink() for folder in (box_out.parent, box_out.parent.parent))
+    box_ok = real_path and (empty(box_out, True) if box_out is not None
+                            else not os.path.lexists(box_dir(workdir, "reference")))
     if box_ok and empty(workdir / "reference", False):  # made with the reference's job: before the candidate, if timed
         return None
     return make_failure(FailureClass.PROTOCOL_VIOLATION,
