@@ -168,7 +168,7 @@ def speedup_cells(key: str, speedup: float | None, low: float | None, high: floa
 def model_table(t: Track | ScoredTrack, ranked: list[ModelScore]) -> Table:
     hw = t.hardware
     # Tried: how many of the problems a score rests on (the others count as failures).
-    correctness = [Column("model", "Model"), Column("attempts", "Attempts", "int"),
+    correctness = [Column("model", "Model", "model"), Column("attempts", "Attempts", "int"),
                    Column("attempted", "Tried", "int"),
                    Column("correct", "Correct", "int"), Column("problems", "Problems", "int"),
                    Column("fast_0", "fast_0", "pct")]

@@ -12,7 +12,7 @@ from typing import Any
 class Column:
     key: str
     label: str
-    kind: str = "text"  # text, int, float, pct, ratio, speedup, date, link
+    kind: str = "text"  # text, int, float, pct, ratio, speedup, date, link, run, model (a board's row)
     page: bool = True  # False: in exports only (a speedup cell shows its interval's ends itself)
 
 

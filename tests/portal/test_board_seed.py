@@ -102,8 +102,12 @@ def check_board_page(results: Path) -> None:
         assert f'href="/runs/{run.pk}/"' in page
     assert "sandbox on" in page and "written for H100 x8 by their authors" in page
     models_table = page.split('data-table="models"', 1)[1].split("data-table=", 1)[0]
-    for directory in groups:  # the models table too, not only the runs'
-        assert f'<td class="text">{parse_run_dir(directory).entry}</td>' in models_table
+    for directory in groups:  # the models table too, not only the runs', each row a link to its results
+        entry = parse_run_dir(directory).entry
+        link = f'href="/leaderboard/compare/?hardware={hardware}&amp;models={entry}"'
+        assert f'<td class="model"><a {link}' in models_table and f">{entry}</a></td>" in models_table
+        alone = Client().get("/leaderboard/compare/", {"hardware": hardware, "models": entry}).content.decode()
+        assert f"{entry} alone: its best attempt at each problem is below" in alone
     # One directory per board row: a model's CUDA and Triton directories are ranked apart, or it
     # would have two attempts at a problem where the others have one (the board takes the best).
     seeded = Run.objects.filter(hardware__slug=hardware, seeded_from__endswith=results.name)

@@ -143,6 +143,9 @@ def render_table(context: Any, table: Table, link_problem: bool = False, level: 
     """``level``: the title's heading level, one below the section it sits in (2 straight under
     a page's h1: an h3 there skipped a level, which screen readers' heading lists show)."""
     rows = [[(c, row.get(c.key), row) for c in table.page_columns] for row in table.rows]
+    # A model's name links to its results per problem on the page's hardware (the comparison
+    # page with that model alone), where the page has one.
+    hardware = context.get("hardware")
     return {"table": table, "rows": rows, "raw_rows": table.rows, "link_problem": link_problem,
-            "level": level,
+            "level": level, "hardware_slug": getattr(hardware, "slug", None),
             "exports": export_links(context["request"], table)}
