@@ -7,6 +7,7 @@ symmetric memory (allocation and rendezvous), a Triton kernel compiled and run, 
 extension built with nvcc and run, a subprocess. Then the refused calls, which must still fail.
 
     python3 scripts/gpu/seccomp_check.py || python3 scripts/gpu/seccomp_check.py --unfiltered
+    (two GPUs add a step: symmetric memory between two ranks)
 """
 
 from __future__ import annotations
@@ -111,6 +112,54 @@ def extension() -> str:
 def subprocess_step() -> str:
     import subprocess
     return subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=True).stdout.split("\n")[0][:60]
+
+
+TWO_RANKS = r"""
+import ctypes, os, sys
+sys.path.insert(0, sys.argv[1])
+rank = int(sys.argv[2])
+from evaluator.sandbox import libc as libc_sandbox, seccomp
+assert ctypes.CDLL(None).prctl(38, 1, 0, 0, 0) == 0
+if sys.argv[3] == "filtered":
+    libc_sandbox.drop_capabilities()
+    seccomp.install()
+import torch, torch.distributed as dist
+import torch.distributed._symmetric_memory as symm_mem
+torch.cuda.set_device(rank)
+dist.init_process_group("gloo", rank=rank, world_size=2, init_method="tcp://127.0.0.1:29534")
+buffer = symm_mem.empty(1 << 20, device="cuda", dtype=torch.float32)
+handle = symm_mem.rendezvous(buffer, dist.group.WORLD.group_name)
+buffer.fill_(rank + 1)
+torch.cuda.synchronize()
+handle.barrier()
+peer = handle.get_buffer(1 - rank, (1 << 20,), torch.float32)
+seen = float(peer.sum())
+handle.barrier()
+torch.cuda.synchronize()
+print(f"rank {rank} read its peer's {seen:.0f}", flush=True)
+assert seen == (2 - rank) * (1 << 20)
+dist.destroy_process_group()
+"""
+
+
+@step("symmetric memory, 2 ranks")
+def two_ranks() -> str:
+    """Two ranks, one GPU each, exchange their allocations (the descriptors cross between the
+    processes) and read each other's. Needs two GPUs: symmetric memory refuses two ranks on one
+    ("allocations from overlapping devices", seen on one H200 with and without the filter)."""
+    import subprocess
+
+    import torch
+    if torch.cuda.device_count() < 2:
+        return "skipped: one GPU visible"
+    mode = "unfiltered" if "--unfiltered" in sys.argv else "filtered"
+    repo = str(Path(__file__).resolve().parents[2])
+    ranks = [subprocess.Popen([sys.executable, "-c", TWO_RANKS, repo, str(rank), mode], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for rank in range(2)]
+    outs = [rank.communicate(timeout=120)[0] for rank in ranks]
+    if any(rank.returncode for rank in ranks):
+        raise RuntimeError(" | ".join(out.strip()[-600:] for out in outs))
+    return "; ".join(out.strip().splitlines()[-1] for out in outs)
 
 
 def refused_still() -> str:
