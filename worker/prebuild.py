@@ -49,7 +49,7 @@ def static_builds(text: str) -> list[Build]:
     but literals and module-level constants; others are skipped."""
     try:
         tree = ast.parse(text)
-    except SyntaxError:
+    except (SyntaxError, MemoryError, RecursionError):  # deep nesting: no SyntaxError, nothing to build
         return []
     constants = _constants(tree)
     if isinstance(constants.get("_ORIGINAL"), str):  # the importer's wrapper around a PKB file

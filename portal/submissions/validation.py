@@ -84,6 +84,11 @@ def check_python(text: str) -> None:
     except SyntaxError as exc:
         raise SubmissionError("syntax_error", f"Python syntax error at line {exc.lineno}: "
                               f"{exc.msg}", field="source") from None
+    except (MemoryError, RecursionError) as exc:
+        # Python's parser gives up on deep nesting with these, not a SyntaxError (thousands of
+        # unary minuses, attribute lookups or calls): uncaught, an upload of such a file was a 500.
+        raise SubmissionError("syntax_error", f"The file nests too deeply for Python to parse "
+                              f"({type(exc).__name__}).", field="source") from None
     if not any(_defines_solution(node) for node in tree.body):
         raise SubmissionError("missing_solution", "The module defines no top-level `solution` "
                               "(a function, or a name bound to one).", field="source")

@@ -65,6 +65,9 @@ def test_it_rejects_a_bad_token(anonymous_api: Any, target: dict[str, str]) -> N
     (b"\x7fELF\x02\x01\x01\x00\x00\x00binary", 400, "binary_source"),
     ("def solution(x):\n    return 'caf\u00e9'\n".encode("latin-1"), 400, "not_utf8"),
     (b"def solution(x:\n    return x\n", 400, "syntax_error"),
+    # Nested past Python's parser: MemoryError and RecursionError, not SyntaxError (a 500 before)
+    (b"def solution(x):\n    return x\n\nNESTED = " + b"-" * 8000 + b"1\n", 400, "syntax_error"),
+    (b"def solution(x):\n    return x\n\nNESTED = x" + b".a" * 50_000 + b"\n", 400, "syntax_error"),
     (b"def helper(x):\n    return x\n", 400, "missing_solution"),
     (b"   \n", 400, "empty_source"),
 ])

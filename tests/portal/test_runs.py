@@ -368,3 +368,16 @@ def test_the_board_plan_lists_what_the_dry_import_accepts(owner_api: Any, cpu_ha
     assert plan["directories"] == {PKB_DIR.name: accepted} and plan["files"] == len(accepted) == 8
     assert faults == [("2_allgather_cuda.py", "syntax_error", "all-gather")]
     assert [(f["file"], f["code"], f["problem"]) for f in plan["model_faults"][PKB_DIR.name]] == faults
+
+
+def test_a_pkb_file_nested_past_pythons_parser_is_the_models_syntax_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    # compile() gives up on deep nesting with MemoryError or RecursionError, not SyntaxError:
+    # uncaught, such a file ended the whole import with a 500 (red team, nests_past_the_parser).
+    from portal.runs.archives import Entry
+    from portal.runs.pkb.importer import plans_from_pkb
+    monkeypatch.setattr("portal.runs.pkb.importer.pkb_index", lambda: TEST_PKB_INDEX)
+    deep = [Entry("2_allgather_cuda.py", b"def solution(x):\n    return x\nN = " + b"-" * 8000 + b"1\n"),
+            Entry("2_allgather_cuda.py", b"def solution(x):\n    return x\nN = x" + b".a" * 50_000 + b"\n")]
+    plans = plans_from_pkb(deep)
+    assert [(p.code, p.problem) for p in plans] == [("syntax_error", "all-gather")] * 2
+    assert all("nests too deeply" in p.message for p in plans)

@@ -121,3 +121,10 @@ def test_the_build_stage_builds_what_the_evaluation_then_imports(tmp_path: Path)
     stats = _load_with_seed(seed, tmp_path)
     assert stats["builds"] == 0 and stats["hits"] == 1 and stats["launch"]
     assert not (tmp_path / "own-cache" / "ext").exists()
+
+
+def test_a_file_nested_past_pythons_parser_has_no_builds_and_raises_nothing() -> None:
+    # The parser's MemoryError and RecursionError on deep nesting are no SyntaxError: uncaught,
+    # the worker's build stage raised on such a file (red team, nests_past_the_parser).
+    assert static_builds("NESTED = " + "-" * 8000 + "1\n") == []
+    assert static_builds("NESTED = x" + ".a" * 50_000 + "\n") == []

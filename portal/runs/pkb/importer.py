@@ -84,6 +84,9 @@ def _plan(entry: Entry, index: dict[int, list[str]], refs: dict[int, str]) -> Fi
         compile(text, base, "exec", dont_inherit=True)
     except SyntaxError as exc:
         return _model_fault(plan, answers, "syntax_error", f"Python syntax error at line {exc.lineno}: {exc.msg}")
+    except (MemoryError, RecursionError) as exc:  # deep nesting, which the parser gives up on
+        return _model_fault(plan, answers, "syntax_error", f"the file nests too deeply for Python to parse "
+                            f"({type(exc).__name__})")
     if not re.search(r"^(def|async def)\s+solution\s*\(|^solution\s*=", text, re.M):
         return _model_fault(plan, answers, "missing_solution", "the file defines no top-level `solution`")
     if not slugs:
