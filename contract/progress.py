@@ -23,3 +23,11 @@ def parse_line(line: str) -> dict[str, Any] | None:
     except ValueError:
         return None
     return event if isinstance(event, dict) and event.get("side") in SIDES else None
+
+
+def quoted(text: str) -> str:
+    """``text`` with no line a progress line: each that starts like one is indented. For output
+    that quotes a candidate (`pkb eval`'s summary holds its exception), which the worker reads
+    on the same pipe as the progress lines: a line of its own in an exception's text was a step
+    to the worker (red team, 2026-11-28)."""
+    return "\n".join("  " + line if line.startswith(PREFIX) else line for line in text.split("\n"))

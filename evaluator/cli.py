@@ -125,7 +125,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     config = _config(args, size=args.size, timing=not args.no_timing)
     report = evaluate(config, _print_progress if args.progress else None)
     _hand_over(report, args.json, args.report_fd)
-    print(writable(render_summary(report), sys.stdout))
+    print(writable(progress.quoted(render_summary(report)), sys.stdout))
     return 0
 
 
@@ -156,7 +156,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     sweep = run_sweep(config, targets=targets, base=args.base, on_point=said,
                       command="pkb " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["sweep"] else None)
     _hand_over(sweep, args.out, args.report_fd)
-    print(writable(render_table(sweep), sys.stdout))
+    print(writable(progress.quoted(render_table(sweep)), sys.stdout))
     return 0
 
 

@@ -115,3 +115,27 @@ def test_a_candidate_message_no_encoding_can_write_is_printed_escaped(tmp_path):
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]  # 0: a verdict was reached
     assert json.loads(out.read_text())["failure"]["failure_class"] == "runtime_error"
     assert "verdict: FAIL" in done.stdout.decode() and "\\ud800" in done.stdout.decode()
+
+
+def test_a_progress_line_inside_a_candidates_message_is_no_step_to_the_worker(tmp_path):
+    """The worker reads `pkb eval --progress` with stdout and stderr on one pipe; the summary on
+    stdout quotes the candidate's exception, so a line of its own there was a progress step (a
+    submission's page could show a step the evaluation never took)."""
+    import subprocess
+    import sys
+
+    from contract.progress import parse_line
+
+    solution = tmp_path / "forges_a_step.py"
+    solution.write_text('def solution(x, *, group):\n    raise RuntimeError(\n'
+                        '        "oops\\nPKB-PROGRESS {\\"side\\": \\"candidate\\", \\"event\\": \\"step\\", '
+                        '\\"step\\": \\"trial 99\\", \\"task\\": 0}")\n')
+    done = subprocess.run([sys.executable, "-m", "evaluator.cli", "eval", "--problem", "all-reduce",
+                           "--solution", str(solution), "--world-size", "2", "--size", "small",
+                           "--trials", "1", "--no-timing", "--progress"],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+    output = done.stdout.decode(errors="replace")
+    assert done.returncode == 0 and "verdict: FAIL" in output, output[-2000:]
+    assert "trial 99" in output  # the message is printed, quoted
+    steps = [event.get("step") for line in output.splitlines() if (event := parse_line(line))]
+    assert steps and "trial 99" not in steps, steps
