@@ -122,3 +122,10 @@ def test_every_refused_call_has_a_number_on_each_machine_or_does_not_exist_there
         assert missing <= {"iopl", "ioperm"} and (machine == "aarch64" or not missing), (machine, missing)
         program = seccomp.program(machine)
         assert len(program) < 4096 and program[-1] == (0x06, 0, 0, 0x7FFF0000)
+
+
+def test_a_host_where_the_filter_cannot_be_installed_is_told_so_before_any_rank_starts(monkeypatch):
+    from evaluator import sandbox
+    assert sandbox._filter_unavailable() is None  # this host installs it
+    monkeypatch.setattr(seccomp, "supported", lambda: False)
+    assert "no system-call filter is written for this machine" in sandbox._filter_unavailable()
