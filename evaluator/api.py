@@ -110,9 +110,14 @@ class Evaluation:
         # One secret per rank, the same for both sides' rank r: the seeds in the job (which every
         # rank reads) do not rebuild another rank's inputs without it.
         self.salts = [secrets.token_hex(8) for _ in range(config.world_size)]
-        # Judged, every input is drawn from a seed mixed with this (judge/inputs.py secret_seed):
+        # Judged, every input is drawn from a seed mixed with this (problems/spec.py secret_seed):
         # the public seeds a rank's job holds rebuild none of them, shared streams included.
         self.seed_secret = secrets.token_hex(16) if self.judged else ""
+        # Judged in the ranks (GPUs by default), the ranks make their inputs: every rank of both
+        # sides mixes this, which comes on its stdin, into every seed (predicts_shared_inputs
+        # rebuilt a problem's shared inputs from the job's seeds). It is in the ranks' memory,
+        # where a candidate can look for it: the judge outside is what keeps it out of reach.
+        self.rank_seed_secret = "" if self.judged else secrets.token_hex(16)
         self.timing = config.resolved_timing() if config.timing else None
         self.profile = (hardware_profile(config.device, config.world_size, config.hardware_profile)
                         if config.timing else None)
@@ -196,12 +201,12 @@ class Evaluation:
         salts = None if buffers is not None and side == "candidate" else self.salts
         return SideRun(job, workdir, self.side_limits(side), self.timing_limit(),
                        self.on_progress, sandbox=self.config.sandbox, resources=self.resources(side),
-                       salts=salts, buffers=buffers)
+                       salts=salts, buffers=buffers, seed_secret=self.rank_seed_secret)
 
     def run_side(self, side: str, workdir: Path) -> SideResult:
         return run_side(self.job(side, workdir), workdir, self.side_limits(side), self.timing_limit(),
                         self.on_progress, sandbox=self.config.sandbox, resources=self.resources(side),
-                        salts=self.salts)
+                        salts=self.salts, seed_secret=self.rank_seed_secret)
 
     def side_limits(self, side: str) -> Limits:
         """The configured limits, the side's total cut to fit the deadline. Sides that run one

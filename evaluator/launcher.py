@@ -59,12 +59,16 @@ class SideRun(SideDiagnosis):
     def __init__(self, job: RankJob, workdir: Path, limits: Limits, timing_s: float,
                  on_progress: Optional[ProgressHook] = None, *, sandbox: bool = True,
                  resources: Optional[ResourceLimits] = None, salts: Optional[list[str]] = None,
-                 buffers: Optional[list[Any]] = None) -> None:
+                 buffers: Optional[list[Any]] = None, seed_secret: str = "") -> None:
         self.on_progress = on_progress
         # The judge's shared buffers, one pair per rank (evaluator/judge/buffers.py): the side is
         # then judged, and nothing it writes extends a deadline.
         self.buffers = buffers
         self.salts = salts  # rank -> the secret mixed into its own inputs (None: unsalted)
+        # Mixed by every rank into every seed it draws inputs from (problems/spec.py secret_seed),
+        # where the ranks make their own inputs (GPUs judged in the ranks); "" where the seeds in
+        # the job are mixed already (the judge's reference) or the judge makes the inputs.
+        self.seed_secret = seed_secret
         self.token = new_token()
         self.job = job
         self.side = job["side"]
@@ -134,12 +138,13 @@ class SideRun(SideDiagnosis):
         launches, theirs = [], []
         for rank in range(self.job["world_size"]):
             (status_r, status_w), (log_r, log_w), (stack_r, stack_w) = os.pipe(), os.pipe(), os.pipe()
-            # The token, then the rank's input salt, arrive on stdin, read before the candidate is
-            # imported: never in the environment (which /proc/self/environ keeps after os.environ
-            # forgets it), nor in the job, which every rank of the side can read.
+            # The token, the rank's input salt and the side's seed secret arrive on stdin, read
+            # before the candidate is imported: never in the environment (which
+            # /proc/self/environ keeps after os.environ forgets it), nor in the job, which every
+            # rank of the side can read.
             token_r, token_w = os.pipe()
             salt = self.salts[rank] if self.salts else ""
-            os.write(token_w, self.token.encode() + b"\n" + salt.encode() + b"\n")
+            os.write(token_w, b"\n".join(s.encode() for s in (self.token, salt, self.seed_secret)) + b"\n")
             os.close(token_w)
             argv = [sys.executable, "-I", "-c", RANK_ENTRY, str(box.inbox / "job.json"), str(rank),
                     str(status_w), str(stack_w)]
@@ -633,7 +638,8 @@ def progress_event(kind: str, event: dict[str, Any]) -> dict[str, Any]:
 
 def run_side(job: RankJob, workdir: Path, limits: Limits, timing_s: float,
              on_progress: Optional[ProgressHook] = None, *, sandbox: bool = True,
-             resources: Optional[ResourceLimits] = None, salts: Optional[list[str]] = None) -> SideResult:
+             resources: Optional[ResourceLimits] = None, salts: Optional[list[str]] = None,
+             seed_secret: str = "") -> SideResult:
     """Run one side. Its outputs land in ``job["out_dir"]`` once every process of the side is gone."""
     return SideRun(job, workdir, limits, timing_s, on_progress, sandbox=sandbox, resources=resources,
-                   salts=salts).run()
+                   salts=salts, seed_secret=seed_secret).run()

@@ -85,7 +85,8 @@ def _init(job: RankJob, rank: int, clock: _StartupClock):  # type: ignore[no-unt
     return device, control_group
 
 
-def run(job: RankJob, rank: int, channel, commands=None, salt: str = "", buffers=None) -> None:  # type: ignore[no-untyped-def]
+def run(job: RankJob, rank: int, channel, commands=None, salt: str = "", buffers=None,  # type: ignore[no-untyped-def]
+        seed_secret: str = "") -> None:
     import problems
 
     from . import builds
@@ -98,7 +99,7 @@ def run(job: RankJob, rank: int, channel, commands=None, salt: str = "", buffers
     ctx = RankContext(rank=rank, world_size=job["world_size"], device=device,
                       control_group=control_group, channel=channel, out_dir=Path(job["out_dir"]),
                       fingerprints_only=job.get("outputs") == "fingerprints", commands=commands, salt=salt,
-                      buffers=buffers)
+                      buffers=buffers, seed_secret=seed_secret)
     task = {"task": None}
     try:
         solution = None
@@ -179,10 +180,11 @@ def _compile_seconds() -> float:
 def main() -> None:
     from .channel import RankChannel
 
-    # The status token and this rank's input salt are the two lines on stdin, read before any
-    # candidate code exists.
+    # The status token, this rank's input salt and the side's seed secret are the three lines on
+    # stdin, read before any candidate code exists.
     token = sys.stdin.buffer.readline().decode().strip()
     salt = sys.stdin.buffer.readline().decode().strip()
+    seed_secret = sys.stdin.buffer.readline().decode().strip()
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
@@ -203,7 +205,7 @@ def main() -> None:
         from .shim.buffers import SharedBuffers
 
         buffers = SharedBuffers(sys.argv[6], sys.argv[7])
-    run(job, rank, channel, commands, salt, buffers)
+    run(job, rank, channel, commands, salt, buffers, seed_secret)
     sys.stdout.flush()
     sys.stderr.flush()
     # Skip interpreter and process-group teardown: destroy_process_group can itself hang, and the

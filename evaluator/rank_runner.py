@@ -21,7 +21,7 @@ from typing import Any, Callable, Optional
 import torch
 import torch.distributed as dist
 
-from problems.spec import DTYPE_NAMES, Problem
+from problems.spec import DTYPE_NAMES, Problem, secret_seed
 
 from .candidate import CandidateError
 from .channel import STEP, TIMES, RankChannel
@@ -48,6 +48,9 @@ class RankContext:
     fingerprints_only: bool = False  # reference checks: report hashes, write no output files
     commands: Optional[CommandReader] = None  # the parent drives the timed phase (evaluations)
     salt: str = ""  # this rank's secret, mixed into its own inputs (reference ranks only)
+    # Mixed into every seed (problems/spec.py secret_seed) where the ranks make their inputs: a
+    # problem's shared streams take no salt, and the public seeds are in the job.
+    seed_secret: str = ""
     buffers: Any = None  # the judge's shared buffers (shim/buffers.py): inputs come from the judge
 
 
@@ -109,8 +112,9 @@ class TaskRunner:
         self._meeting_point: Optional[torch.Tensor] = None  # device_meeting_point()
 
     def inputs(self, seed: int) -> dict[str, Any]:
-        case = self.problem.case(self.ctx.world_size, self.task["size"], self.dtype,
-                                 rank=self.ctx.rank, seed=seed, device=self.ctx.device, salt=self.ctx.salt)
+        case = self.problem.case(self.ctx.world_size, self.task["size"], self.dtype, rank=self.ctx.rank,
+                                 seed=secret_seed(seed, self.ctx.seed_secret), device=self.ctx.device,
+                                 salt=self.ctx.salt)
         return self.problem.make_inputs(case)
 
     def call(self, inputs: dict[str, Any]) -> Any:

@@ -92,6 +92,19 @@ def _derive_seed(*parts: object) -> int:
     return int.from_bytes(digest, "little") & ((1 << 63) - 1)
 
 
+def secret_seed(seed: int, secret: str) -> int:
+    """The seed a call's inputs are drawn from: its public seed (the report's, and the one in a
+    rank's job) mixed with a secret of the evaluation (the judge's, which no candidate process
+    receives; judged in the ranks, one every rank gets on its stdin, evaluator/rank_runner.py). The
+    per-rank salts cover a rank's own streams only: a problem's shared streams (replicated weights,
+    a global tensor each rank slices) are drawn from (seed, stream) alone, the same on every rank,
+    and the seeds are in the candidate's job. A candidate rebuilt every input of every trial and
+    timed call of such a problem at import and answered each call from a table, with no work: it
+    passed every check at 4.4x (red team, predicts_shared_inputs). 63 bits of seed made from a
+    secret leave nothing to rebuild or search for."""
+    return _derive_seed(seed, "inputs", secret) if secret else seed
+
+
 @dataclass(frozen=True)
 class Case(Setting):
     """One rank's view of one trial: the Setting plus rank, seed and device.

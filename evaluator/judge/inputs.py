@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from problems.spec import Problem, _derive_seed
+from problems.spec import Problem, secret_seed
 
 from .buffers import input_bytes
 
@@ -23,18 +23,6 @@ from .buffers import input_bytes
 HBM_MULTIPLE = 4
 WORLD_INPUT_MULTIPLE = 4
 MIN_SLOT_BYTES = 1 << 20
-
-
-def secret_seed(seed: int, secret: str) -> int:
-    """The seed a call's inputs are drawn from: its public seed (the report's, and the one in a
-    rank's job) mixed with a secret of the evaluation that no candidate process receives. The
-    per-rank salts cover a rank's own streams only: a problem's shared streams (replicated weights,
-    a global tensor each rank slices) are drawn from (seed, stream) alone, the same on every rank,
-    and the seeds are in the candidate's job. A candidate rebuilt every input of every trial and
-    timed call of such a problem at import and answered each call from a table, with no work: it
-    passed every check at 4.4x (red team, predicts_shared_inputs). 63 bits of seed made from a
-    secret leave nothing to rebuild or search for."""
-    return _derive_seed(seed, "inputs", secret) if secret else seed
 
 
 @dataclass(frozen=True)
