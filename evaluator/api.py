@@ -40,7 +40,8 @@ from .job import CHECKED_CALLS, CHECKED_COPIES, RankJob, TaskSpec, TrialSpec, ca
 from .launcher import ProgressHook, SideResult, SideRun, box_dir, run_side
 from . import scoring
 from .outputs import hashes_if_unconfined, load_candidate_outputs, tampering
-from .paired import DrivenFailure, PairedTimer, PairedTiming, answered_twice, wait_finished, wait_started
+from .paired import (DrivenFailure, PairedTimer, PairedTiming, answered_twice, finite_number, wait_finished,
+                     wait_started)
 from .report import (SCHEMA_VERSION, Failure, FailureClass, RankCheck, Report,
                      Timing, Trial, WallTime, make_failure)
 from .roofline import roofline
@@ -680,21 +681,8 @@ def build_seconds(side: SideResult) -> Optional[float]:
     if side.build_s:
         return max(side.build_s.values())
     events = list(side.ready.values()) + list(side.done.values()) + list(side.errors)
-    values = [seconds for e in events if (seconds := finite_seconds(e.get("compile_s"))) is not None]
+    values = [seconds for e in events if (seconds := finite_number(e.get("compile_s"))) is not None]
     return max(values) if values else None
-
-
-def finite_seconds(value: Any) -> Optional[float]:
-    """A rank's word for a number of seconds, as a finite float, or None. A whole number past a
-    float's range made ``math.isfinite`` raise OverflowError while the report was built: a
-    traceback and no verdict (red team, reports_a_huge_compile_time)."""
-    if type(value) not in (int, float):
-        return None
-    try:
-        seconds = float(value)
-    except OverflowError:
-        return None
-    return seconds if math.isfinite(seconds) else None
 
 
 def evaluate(config: EvalConfig, on_progress: Optional[ProgressHook] = None) -> Report:

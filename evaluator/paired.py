@@ -109,26 +109,30 @@ def answered_twice(run: SideRun) -> Optional[Failure]:
                         "wrote to its status channel", rank=rank)
 
 
+def finite_number(value: Any) -> Optional[float]:
+    """A number a rank sent (a JSON int or float), as a finite float; None for anything else. A
+    whole number of 400 digits made ``float`` raise OverflowError, a string ValueError, and the
+    evaluation ended with no verdict; NaN or Infinity reached the report, which is no JSON then
+    (red team, sixth pass: forges_huge_call_times, reports_a_huge_compile_time)."""
+    if type(value) not in (int, float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
 def milliseconds(values: Any, count: Optional[int], *, signed: bool = False) -> Optional[list[float]]:
     """A rank's list of times as the harness sends it (``count`` of them, where given), each a
-    finite number of milliseconds (not negative, unless ``signed``); None otherwise. Ranks judged in their own process
-    send these with the token, which candidate code can read: a time of 400 digits made ``float``
-    raise OverflowError, a string ValueError, and the evaluation ended with no verdict; NaN or
-    Infinity would have reached the report, which is no JSON then (red team, sixth pass)."""
+    finite number of milliseconds (not negative, unless ``signed``); None otherwise. Ranks judged
+    in their own process send these with the token, which candidate code can read."""
     if not isinstance(values, list) or (count is not None and len(values) != count):
         return None
-    times = []
-    for value in values:
-        if type(value) not in (int, float):
-            return None
-        try:
-            ms = float(value)
-        except OverflowError:
-            return None
-        if not (math.isfinite(ms) and (signed or ms >= 0)):
-            return None
-        times.append(ms)
-    return times
+    times = [finite_number(value) for value in values]
+    if any(ms is None or (ms < 0 and not signed) for ms in times):
+        return None
+    return times  # type: ignore[return-value]
 
 
 class DrivenFailure(Exception):
