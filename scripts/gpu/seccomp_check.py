@@ -164,7 +164,7 @@ def two_ranks() -> str:
 
 def refused_still() -> str:
     libc = ctypes.CDLL(None, use_errno=True)
-    numbers = seccomp._NUMBERS[os.uname().machine]
+    numbers = libc_sandbox.SYSCALLS[os.uname().machine]
     out = []
     for name, args in (("unshare", (0x10000000,)), ("io_uring_setup", (4, 0)), ("userfaultfd", (0,))):
         ctypes.set_errno(0)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.sandbox import seccomp
+from evaluator.sandbox import libc, seccomp
 
 REPO = Path(__file__).resolve().parents[2]
 HEADERS = {"x86_64": Path("/usr/include/x86_64-linux-gnu/asm/unistd_64.h"),
@@ -28,11 +28,12 @@ FILTERED = r"""
 import ctypes, errno, json, os, subprocess, sys, threading
 sys.path.insert(0, sys.argv[1])
 from evaluator.sandbox import seccomp
+from evaluator.sandbox.libc import SYSCALLS
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 assert libc.prctl(38, 1, 0, 0, 0) == 0  # no_new_privs, as a rank has it
 seccomp.install()
-N = seccomp._NUMBERS[sys.argv[2]]
+N = SYSCALLS[sys.argv[2]]
 def call(name, *args):
     ctypes.set_errno(0)
     return [libc.syscall(ctypes.c_long(N[name]), *(ctypes.c_long(a) for a in args)), ctypes.get_errno()]
@@ -112,12 +113,12 @@ def test_the_filters_numbers_are_this_machines():
         pytest.skip(f"no system-call header here ({header})")
     text = header.read_text()
     numbers = {name: int(number) for name, number in re.findall(r"#define __NR(?:3264)?_(\w+)\s+(\d+)\b", text)}
-    ours = seccomp._NUMBERS[platform.machine()]
+    ours = libc.SYSCALLS[platform.machine()]
     assert {name: numbers.get(name) for name in ours} == ours
 
 
 def test_every_refused_call_has_a_number_on_each_machine_or_does_not_exist_there():
-    for machine, numbers in seccomp._NUMBERS.items():
+    for machine, numbers in libc.SYSCALLS.items():
         missing = set(seccomp.refused()) - set(numbers)
         assert missing <= {"iopl", "ioperm"} and (machine == "aarch64" or not missing), (machine, missing)
         program = seccomp.program(machine)
