@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import deque
 from typing import Iterable
 
 
@@ -18,6 +19,9 @@ from typing import Iterable
 # Low on purpose: a compiler on a host with other jobs gets a small share, a sleeping rank none.
 BUSY_SHARE = 0.05
 WINDOW_S = 1.0
+# How often the launcher samples while it may need an answer, and the shortest window it answers on.
+NOTE_EVERY_S = 0.25
+MIN_WINDOW_S = 0.2
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -98,27 +102,48 @@ def ended_since(before: dict[tuple[int, int], int], after: dict[tuple[int, int],
 
 
 class BusyWatch:
-    """Samples a side's CPU time at most once a window; ``busy()`` says whether the last full
-    window was working.
+    """Samples a side's CPU time while the judge may need to know whether it works; ``busy()``
+    says whether the side used its share of a core over the last window before now.
 
-    A window's work is the sum of each process's increase since the last sample, never a
-    difference of totals: when a process exits, its time leaves the total, and a side whose
-    compiler had just finished read as idle (a negative window) in the instant before the rank
-    reported the build's failure; the launcher then called a failed build a deadlock (CI,
-    2026-11-27). A reaped child's time may count twice (in its own samples, then in its parent's
-    ``cutime``): that errs toward working, which buys a side at most the build limit.
+    The window must end now. A first-call trial may run past its step limit only while the side
+    works, and an answer read from an older window let a rank that had fallen asleep run on: CI
+    (2026-11-28) saw a rank asleep for 3.5 s pass a 2 s step limit, because the first reading
+    spanned the side's whole start and a later one reused it. So the launcher notes samples while
+    such a trial runs (``note``), and ``busy()`` compares a fresh sample with the latest one at
+    least WINDOW_S old.
+
+    A window's work is the sum of each process's increase, never a difference of totals: when a
+    process exits, its time leaves the total, and a side whose compiler had just finished read as
+    idle (a negative window) in the instant before the rank reported the build's failure; the
+    launcher then called a failed build a deadlock (CI, 2026-11-27). A reaped child's time may
+    count twice (in its own samples, then in its parent's ``cutime``): that errs toward working,
+    which buys a side at most the build limit.
     """
 
     def __init__(self) -> None:
-        self.sampled_at = time.monotonic()
-        self.seen: dict[int, float] = {}
-        self.working = False
+        self.samples: deque[tuple[float, dict[int, float]]] = deque()
+
+    def note(self, pids: list[int], force: bool = False) -> None:
+        """Take a sample, unless the last one is younger than NOTE_EVERY_S (and not ``force``)."""
+        now = time.monotonic()
+        if not force and self.samples and now - self.samples[-1][0] < NOTE_EVERY_S:
+            return
+        self.samples.append((now, cpu_seconds(pids)))
+        # Keep the latest sample at least a window old (the next baseline) and all after it.
+        while len(self.samples) > 2 and self.samples[1][0] <= now - WINDOW_S:
+            self.samples.popleft()
 
     def busy(self, pids: list[int]) -> bool:
-        now = time.monotonic()
-        if now - self.sampled_at >= WINDOW_S:
-            sample = cpu_seconds(pids)
-            work = sum(max(0.0, seconds - self.seen.get(pid, 0.0)) for pid, seconds in sample.items())
-            self.working = work >= BUSY_SHARE * (now - self.sampled_at)
-            self.sampled_at, self.seen = now, sample
-        return self.working
+        """Whether the side used BUSY_SHARE of a core between the latest sample at least WINDOW_S
+        old (the oldest, if none is that old) and now. With no earlier sample, it did not: the
+        judge has seen nothing it could call work."""
+        earlier = list(self.samples)
+        self.note(pids, force=True)
+        now, sample = self.samples[-1]
+        old = [entry for entry in earlier if entry[0] <= now - WINDOW_S]
+        base = old[-1] if old else (earlier[0] if earlier else None)
+        if base is None or now - base[0] < MIN_WINDOW_S:
+            return False
+        since, seen = base
+        work = sum(max(0.0, seconds - seen.get(pid, 0.0)) for pid, seconds in sample.items())
+        return work >= BUSY_SHARE * (now - since)
