@@ -230,8 +230,11 @@ class Evaluation:
     @property
     def judged(self) -> bool:
         """Whether the judge outside the ranks makes the inputs, holds the clock and copies the
-        outputs (docs/judge.md): always on CPU; on GPUs when asked (``gpu_judge="outside"``)."""
-        return self.config.device == "cpu" or self.config.gpu_judge == "outside"
+        outputs (docs/judge.md): on CPU unless told otherwise (``cpu_judge="ranks"``, how the
+        suite covers the GPUs' default), on GPUs when asked (``gpu_judge="outside"``)."""
+        if self.config.device == "cpu":
+            return self.config.cpu_judge == "outside"
+        return self.config.gpu_judge == "outside"
 
     def buffer_device(self, rank: int) -> str:
         return "cpu" if self.config.device == "cpu" else f"cuda:{rank}"
@@ -553,7 +556,8 @@ class Evaluation:
         rl = roofline(traffic, self.profile, self.dtype) if self.profile is not None else None
         return scoring.score(paired, device=self.config.device, world_size=self.config.world_size,
                              target_half_width=self.timing.target_half_width, roofline=rl,
-                             clocks=clock_check, pinning=self.pinning, align=self.gpu_align())
+                             clocks=clock_check, pinning=self.pinning, align=self.gpu_align(),
+                             judge="outside" if self.judged else "ranks")
 
     def gpu_align(self) -> Optional[str]:
         """How the ranks met before each timed call, where the ranks time themselves (GPUs judged

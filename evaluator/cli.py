@@ -39,6 +39,9 @@ def _add_candidate_run(p: Any, problem_help: str, what: str) -> None:
                    help="run candidate code unconfined, with your rights (the report says sandbox: off)")
     p.add_argument("--gpu-judge", choices=("ranks", "outside"), default="ranks",
                    help="GPUs: judge inside the ranks (default) or outside them as on CPU (docs/judge.md)")
+    p.add_argument("--cpu-judge", choices=("outside", "ranks"), default="outside",
+                   help="CPU: judge outside the ranks (default) or inside them, as GPUs do by default: "
+                        "reproduces the GPU path on a machine without one (docs/judge.md)")
     p.add_argument("--judge-release", choices=("call", "block"), default="call",
                    help="the judge outside: release a block's inputs call by call (default: nothing can be "
                         "batched) or all at once (no round trip per call; docs/judge.md)")
@@ -114,7 +117,7 @@ def _config(args: argparse.Namespace, **extra: Any) -> EvalConfig:
                       device=args.device, dtype=args.dtype, trials=args.trials, seed=args.seed,
                       hardware_profile=args.hardware,
                       limits=Limits(startup_s=args.startup_timeout, step_s=args.step_timeout),
-                      sandbox=not args.no_sandbox, gpu_judge=args.gpu_judge,
+                      sandbox=not args.no_sandbox, gpu_judge=args.gpu_judge, cpu_judge=args.cpu_judge,
                       judge_release=args.judge_release, gpu_align=args.gpu_align, deadline_s=args.deadline,
                       **extra)
 

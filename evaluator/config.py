@@ -120,8 +120,12 @@ class EvalConfig:
     resources: ResourceLimits = field(default_factory=ResourceLimits)
     sandbox: bool = True  # False runs candidate code unconfined (the report says so)
     # GPUs only: "outside" runs the judge outside the ranks as on CPU (docs/judge.md; being
-    # measured); "ranks" keeps the in-rank judge. CPU evaluations are always judged outside.
+    # measured); "ranks" keeps the in-rank judge.
     gpu_judge: str = "ranks"
+    # CPU only: "outside" (the default, and what the portal runs) or "ranks", the judge GPUs run
+    # by default, here so that the suite can cover that path on machines with no GPU; its
+    # reports say which judge ran and score nothing the portal keeps.
+    cpu_judge: str = "outside"
     # The judge outside: "call" releases a block's inputs one call at a time (no block can be
     # batched; a round trip per call); "block" releases them all before the block (no round trip;
     # a candidate may batch the block). docs/judge.md weighs the two; "call" is the default.

@@ -21,13 +21,26 @@ ESCAPED_GAP_SHARE = 0.25
 UNACCOUNTED_SHARE = 1.5
 UNACCOUNTED_SLACK_MS = 0.05
 
+# How the times were taken, by device and by where the judge ran (docs/judge.md).
 METHOD = {
-    "cuda": ("both sides' ranks alive at once, timed in alternating blocks (ABBA rounds) that the "
+    ("cuda", "ranks"): ("both sides' ranks alive at once, timed in alternating blocks (ABBA rounds) that the "
              "evaluating parent commands; CUDA events on every rank around each call, ranks aligned by "
              "a barrier and a synchronize before each call, call time = slowest rank, block time = "
              "median call; speedup = median of per-round ratios with a bootstrap 95% interval; fresh "
              "inputs for every call, rotated across copies spanning several L2s"),
-    "cpu": ("both sides alive at once, alternating blocks (ABBA rounds) commanded by the judge; "
+    ("cuda", "outside"): (
+        "both sides' ranks alive at once, alternating blocks (ABBA rounds) commanded by the judge; "
+        "time per call = the judge's clock from before it thaws the side until the side is frozen again "
+        "and its GPUs are quiet after the block, divided by its calls, the other side frozen meanwhile; "
+        "inputs made by the judge in GPU memory it shares with the ranks, outputs of 64 drawn calls "
+        "copied by it; speedup = median of per-round ratios with a bootstrap 95% interval"),
+    ("cpu", "ranks"): (
+        "the GPUs' default judge run on CPU, a check of that path and not a figure: both sides alive "
+        "at once, alternating blocks (ABBA rounds) that the evaluating parent commands; time per call "
+        "= the parent's clock around each block, divided by its calls; inputs made in the ranks from "
+        "seeds mixed with a secret of the evaluation; the latest call of each input copy digested in "
+        "the ranks; speedup = median of per-round ratios with a bootstrap 95% interval"),
+    ("cpu", "outside"): ("both sides alive at once, alternating blocks (ABBA rounds) commanded by the judge; "
             "time per call = the judge's clock from before it thaws the side until the side is frozen "
             "again after the block, divided by its calls, the other side frozen meanwhile; inputs made "
             "by the judge, outputs of 64 drawn calls copied by it; harness work on both sides, so ratios "
@@ -64,7 +77,9 @@ def reported_time_failure(escaped: int, calls: int, unaccounted: dict[str, float
 
 def score(paired: PairedTiming, *, device: str, world_size: int, target_half_width: float,
           roofline: Optional[Roofline], clocks: Optional[dict[str, Any]],
-          pinning: Optional[dict[str, list[int]]], align: Optional[str] = None) -> tuple[Timing, Optional[Failure]]:
+          pinning: Optional[dict[str, list[int]]], align: Optional[str] = None,
+          judge: str = "ranks") -> tuple[Timing, Optional[Failure]]:
+    """``judge``: where the judge ran, "outside" the ranks or in the "ranks" (Evaluation.judged)."""
     cand, escaped = side_timing(paired.candidate, paired.clock)
     ref, _ = side_timing(paired.reference, paired.clock)
     unaccounted = {"candidate": unaccounted_ms(paired.candidate), "reference": unaccounted_ms(paired.reference)}
@@ -75,7 +90,7 @@ def score(paired: PairedTiming, *, device: str, world_size: int, target_half_wid
         ref["roofline_fraction"] = roofline["time_ms"] / ref["median_ms"]
     low, high = paired.interval
     timing = Timing(
-        device=device, method=METHOD[device],  # type: ignore[typeddict-item]
+        device=device, method=METHOD[(device, judge)],  # type: ignore[typeddict-item]
         input_copies=paired.candidate.copies, warmup_iterations=paired.candidate.warmup_calls,
         reference=ref, candidate=cand, speedup=paired.speedup, roofline=roofline,
         interval={"low": low, "high": high, "level": 0.95,

@@ -322,7 +322,12 @@ def test_a_process_that_runs_under_a_ms_beside_the_reference_is_caught():
     report = run("spins_under_the_margin")
     assert report["verdict"] == "fail", (report.get("timing") or {}).get("speedup")
     assert report["failure"]["failure_class"] == "protocol_violation", report["failure"]
-    assert "while they stood stopped, during the reference's" in report["failure"]["message"]
+    # Where its timer fires depends on the host's load: beside a reference block, or already while
+    # the judge read the candidate's own block (fresh clone under load, 2026-11-29). Either is a
+    # stopped side that ran, caught by the same reading of its threads.
+    message = report["failure"]["message"]
+    assert ("while they stood stopped, during the reference's" in message
+            or "after they were stopped at the end of timed block" in message), message
 
 
 # -- the sixth red-team pass (2026-11-28) ---------------------------------------------------------

@@ -1,0 +1,52 @@
+"""The in-rank judge, which GPU evaluations run by default, run on CPU (``cpu_judge="ranks"``).
+
+Every other CPU evaluation is judged outside the ranks, so without these the path that scores
+the board (rank_runner's own inputs and seeds, digests taken in the ranks, the parent's kept
+slots and re-checks) would first run on a GPU host, where its failures are recorded as the
+models' (scripts/device/board_keep.py). The seed secret of the sixth red-team pass went in that
+way, tested only on the input maker: these run it end to end."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import HOSTILE, SOLUTIONS, run_hostile
+
+# Unconfined, the in-rank path differs in its re-hash of the outputs the ranks wrote: make
+# test-long runs that pass (make test's 10 minutes are spent).
+pytestmark = pytest.mark.unconfined_in_long
+
+
+def in_ranks(solution: Path, **overrides: Any) -> dict[str, Any]:
+    return run_hostile(solution.stem, solution_path=solution, cpu_judge="ranks", **overrides)
+
+
+def test_the_references_own_code_passes_timed_and_the_report_says_which_judge_ran():
+    # Both sides must draw the same inputs from the same secret, or an exact copy fails its
+    # trials (the candidate's) against the reference's re-checks.
+    report = in_ranks(SOLUTIONS / "cpu_correct.py", trials=3)
+    assert report["verdict"] == "pass", report["failure"]
+    timing = report["timing"]
+    assert timing["method"].startswith("the GPUs' default judge run on CPU")
+    assert "checks" not in timing  # the judge outside's draw: not this judge's
+    assert math.isfinite(timing["speedup"]) and 0.2 < timing["speedup"] < 5
+    assert {t["kind"] for t in report["trials"]} == {"correctness", "timed"}
+
+
+def test_a_rank_wrong_alone_fails_in_its_trials():
+    report = in_ranks(SOLUTIONS / "cpu_wrong_on_one_rank.py", timing=False)
+    assert report["verdict"] == "fail"
+    assert report["failure"]["failure_class"] == "value_mismatch", report["failure"]
+
+
+def test_the_jobs_public_seeds_no_longer_predict_a_problems_shared_inputs():
+    # Judged in the ranks the candidate's job holds every seed; before the seed secret the attack
+    # answered every call of this problem from a table built at import (docs/judge.md, sixth pass).
+    report = in_ranks(HOSTILE / "predicts_shared_inputs.py", problem="fsdp-tp-swiglu-mlp")
+    assert report["verdict"] == "fail", (report.get("timing") or {}).get("speedup")
+    assert report["failure"]["failure_class"] == "value_mismatch", report["failure"]
+    assert report["failure"]["trial"] == 0
