@@ -305,15 +305,30 @@ def cmd_run_scores(args: argparse.Namespace, api: Api, out: Out) -> int:
     return exits.OK
 
 
+def _share(value: float, span: dict[str, Any] | None) -> str:
+    """``31.0% [22.1, 40.2]``: a share with its 95% interval over the problems (a server from
+    before the intervals sends none: the share alone)."""
+    if not span:
+        return f"{value:.1%}"
+    return f"{value:.1%} [{100 * span['low']:.1f}, {100 * span['high']:.1f}]"
+
+
 def scores_text(s: dict[str, Any]) -> str:
     lines = [f"run {s['run']}: {s['model']} on {s['hardware']}, k={s['k']}"
              + ("" if s["complete"] else f" (partial: {s['pending']} pending)")]
+    spans = False
     for key, label in (("run_problems", "over the run's problems"), ("suite", "over the suite")):
         sc = s[key]
-        fast = "  ".join(f"fast_{p} {v:.1%}" for p, v in sc["fast_p"].items())
-        passk = "  ".join(f"pass@{k} {v:.1%}" for k, v in sc["pass_at_k"].items())
-        fastk = "  ".join(f"fast_1@{k} {v:.1%}" for k, v in sc["fast_1_at_k"].items())
-        lines.append(f"{label} ({sc['problems']} problems, {sc['correct']} solved):\n  {fast}\n  {passk}  {fastk}")
+        iv = sc.get("intervals") or {}
+        spans = spans or bool(iv)
+        fast = "  ".join(f"fast_{p} {_share(v, iv.get('fast_p', {}).get(p))}" for p, v in sc["fast_p"].items())
+        passk = "  ".join(f"pass@{k} {_share(v, iv.get('pass_at_k', {}).get(k))}" for k, v in sc["pass_at_k"].items())
+        fastk = "  ".join(f"fast_1@{k} {_share(v, iv.get('fast_1_at_k', {}).get(k))}"
+                          for k, v in sc["fast_1_at_k"].items())
+        sep = "\n  " if iv else "  "
+        lines.append(f"{label} ({sc['problems']} problems, {sc['correct']} solved):\n  {fast}\n  {passk}{sep}{fastk}")
+    if spans:
+        lines.append("[low, high]: 95% interval over the problems, in % (docs/runs.md, \"Scores\")")
     return "\n".join(lines)
 
 

@@ -248,6 +248,9 @@ class ModelLeaderboard(BaseView):
     def get(self, request: Request) -> Response:
         """Every model on one hardware: correct, fast_p, pass@k, fast_1@k, geo-mean speedup.
 
+        Each share (``fast_1``, ``pass_at_1``, ...) has its 95% interval over the problems beside
+        it (``fast_1_low``, ``fast_1_high``); ``intervals`` says how they are computed.
+
         ``ranked_by`` says how ``models`` is ordered: ``fast_1`` (then problems solved) on GPU;
         ``correctness`` (problems solved, then pass@1, then name) on CPU, whose timings are a
         smoke test."""
@@ -257,7 +260,7 @@ class ModelLeaderboard(BaseView):
             track = board_cache.scored_track(hw)
             ranked = track.ranked()
             return {"hardware": hw.slug, "problems": len(track.problems),
-                    "ranked_by": boards.ranked_by(hw),
+                    "ranked_by": boards.ranked_by(hw), "intervals": boards.INTERVALS,
                     "models": boards.model_table(track, ranked).as_json()["rows"],
                     "categories": boards.category_table(ranked).as_json()["rows"]}
 
@@ -308,7 +311,12 @@ class Compare(BaseView):
                                    "two or more model names: models=a,b or models=a&models=b"))],
                    responses={200: dict})
     def get(self, request: Request) -> Response:
-        """Chart data for two or more models: fast_p curves, speedups, categories, failures."""
+        """Chart data for two or more models: fast_p curves, speedups, categories, failures.
+
+        ``differences``: for every pair (the higher ranked first, ``a``), each metric of a minus
+        b over the same problems with its 95% paired bootstrap interval (``low``, ``high``),
+        ``distinguishable`` (the interval leaves out 0) and ``words`` ("not distinguishable on
+        these 40 problems"); ``summary``: the pair in a sentence."""
         hw = _hardware(request.query_params.get("hardware"))
         names = _model_names(request.query_params.getlist("models"))
         if len(names) < 2:
@@ -324,7 +332,9 @@ class Compare(BaseView):
             track = board_cache.scored_track(hw)
             ranked = track.ranked(names)
             return {"hardware": hw.slug, "ranked_by": boards.ranked_by(hw),
+                    "problems": len(track.problems), "intervals": boards.INTERVALS,
                     "models": boards.model_table(track, ranked).as_json()["rows"],
+                    "differences": boards.differences(track, ranked),
                     "charts": boards.comparison_charts(track, ranked)}
 
         return Response(board_cache.cached("api-compare", (hw.pk, tuple(names)), compute))

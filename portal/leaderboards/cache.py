@@ -21,6 +21,9 @@ from django.core.cache import cache
 from django.db.models.signals import post_delete, post_save
 
 GENERATION = "pkb:boards:generation"
+# The shape of what an entry holds: bumped when it changes, so that a deploy never reads an
+# entry pickled by the code before it (2: scores with intervals over problems, 2026-11-29).
+SHAPE = 2
 T = TypeVar("T")
 
 
@@ -40,7 +43,7 @@ def invalidate() -> None:
 
 
 def _key(name: str, parts: tuple[Any, ...]) -> str:
-    return f"pkb:board:{name}:{hashlib.sha256(repr(parts).encode()).hexdigest()[:32]}"
+    return f"pkb:board:{SHAPE}:{name}:{hashlib.sha256(repr(parts).encode()).hexdigest()[:32]}"
 
 
 def cached(name: str, parts: tuple[Any, ...], compute: Callable[[], T]) -> T:

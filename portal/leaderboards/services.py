@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 from portal.catalog.models import Hardware, Problem, ProblemVersion, ReferenceTiming
 from portal.lib import reports
-from portal.lib.tables import Column, Table, speedup_columns
+from portal.lib.tables import Column, Table, difference_columns, share_columns, speedup_columns
 from portal.submissions.models import Submission
 
 from . import metrics
@@ -40,13 +40,15 @@ class ScoredTrack:
     def ranked(self, models: list[str] | None = None) -> list[ModelScore]:
         """Like ``scores(track, models)``: a model with no attempts here scores zero."""
         found = list(self.scores.values()) if not models else [
-            self.scores.get(name) or metrics.score_model(name, [], self.problems) for name in models]
+            self.scores.get(name) or metrics.score_model(name, [], self.problems, intervals=True)
+            for name in models]
         return sorted(found, key=rank_key(self.hardware))
 
 
 def scored_track(hardware: Hardware) -> ScoredTrack:
+    """Scores with their intervals over problems: computed once per generation (cache.py)."""
     t = track(hardware)
-    return ScoredTrack(hardware, t.problems, {s.model: s for s in scores(t)}, t.top_speedup)
+    return ScoredTrack(hardware, t.problems, {s.model: s for s in scores(t, intervals=True)}, t.top_speedup)
 
 
 ATTEMPT_FIELDS = ("id", "verdict", "speedup", "speedup_low", "speedup_high", "roofline_fraction",
@@ -90,13 +92,14 @@ def track(hardware: Hardware) -> Track:
     return Track(hardware, problems, attempts)
 
 
-def scores(t: Track, models: list[str] | None = None) -> list[ModelScore]:
+def scores(t: Track, models: list[str] | None = None, intervals: bool = False) -> list[ModelScore]:
+    """``intervals``: each score with its 95% intervals over the problems (a few ms a model)."""
     names = models or sorted({a.model for a in t.attempts})
     by_model: dict[str, list[Attempt]] = {name: [] for name in names}
     for a in t.attempts:  # one pass, not one per model
         if a.model in by_model:
             by_model[a.model].append(a)
-    found = [metrics.score_model(name, by_model[name], t.problems) for name in names]
+    found = [metrics.score_model(name, by_model[name], t.problems, intervals) for name in names]
     return sorted(found, key=rank_key(t.hardware))
 
 
@@ -172,9 +175,12 @@ def model_table(t: Track | ScoredTrack, ranked: list[ModelScore]) -> Table:
                    Column("attempted", "Tried", "int"),
                    Column("correct", "Correct", "int"), Column("problems", "Problems", "int"),
                    Column("fast_0", "fast_0", "pct")]
-    passes = [Column(f"pass_at_{k}", f"pass@{k}", "pct") for k in KS]
-    speed = [Column(f"fast_{_pct(p)}", _unranked(f"fast_{p:g}", hw), "pct") for p in FAST_P if p > 0]
-    speed_at = [Column(f"fast_1_at_{k}", _unranked(f"fast_1@{k}", hw), "pct") for k in KS]
+    # Each share with its 95% interval over the problems: one cell on pages, key_low and
+    # key_high beside key in exports and the API.
+    correctness[-1:] = share_columns("fast_0", "fast_0")
+    passes = [c for k in KS for c in share_columns(f"pass_at_{k}", f"pass@{k}")]
+    speed = [c for p in FAST_P if p > 0 for c in share_columns(f"fast_{_pct(p)}", _unranked(f"fast_{p:g}", hw))]
+    speed_at = [c for k in KS for c in share_columns(f"fast_1_at_{k}", _unranked(f"fast_1@{k}", hw))]
     rest = [Column("geomean_speedup", _unranked("Geo-mean speedup", hw), "ratio"),
             Column("mean_roofline_fraction", _unranked("Mean roofline fraction", hw), "pct"),
             Column("point_estimates", "Solved without interval", "int")]
@@ -191,11 +197,17 @@ def model_table(t: Track | ScoredTrack, ranked: list[ModelScore]) -> Table:
         row.update({f"fast_{_pct(p)}": v for p, v in s.fast_p.items()})
         row.update({f"pass_at_{k}": v for k, v in s.pass_at.items()})
         row.update({f"fast_1_at_{k}": v for k, v in s.fast1_at.items()})
+        for key, span in s.intervals.items():
+            row.update({f"{key}_low": span.low, f"{key}_high": span.high, f"{key}_method": span.method})
+        row["interval_problems"] = s.problems
         rows.append(row)
     n = len(t.problems)
-    # How far apart two rows must be to differ at all: the board gives no interval for a share.
+    # How far apart two rows must be to differ at all.
     grain = (f"Shares are out of {n} problem{'s' if n != 1 else ''}: one problem is "
-             f"{100 / n:.1f} points, so rows that close differ by one kernel. " if n else "")
+             f"{100 / n:.1f} points. Under each share, its 95% interval over the problems "
+             "(Wilson's for a share of problems, a bootstrap for a mean of pass@k estimates); two "
+             "rows whose intervals overlap may still differ: the comparison page tests each pair. "
+             if n else "")
     note = grain + COUNTED_PER_PROBLEM if ranks_by_speed(hw) else (
         "Ranked by problems solved (Correct), then pass@1, then name. CPU timings are a smoke test "
         "of the pipeline, so the speed columns marked * (fast_p above 0, fast_1@k, geo-mean "
@@ -262,6 +274,95 @@ def per_problem_table(t: Track | ScoredTrack, ranked: list[ModelScore]) -> Table
     return Table("per_problem", "Best correct speedup per problem", columns, rows, note=note)
 
 
+def differences(t: Track | ScoredTrack, ranked: list[ModelScore]) -> list[dict[str, Any]]:
+    """Every pair of ``ranked`` (the higher ranked first, as ``a``): each metric of a minus b over
+    the problem set both are scored on, with its 95% paired bootstrap interval over those
+    problems, and in words. 66 pairs for 12 models, about a second: cached with the page."""
+    problems = sorted(t.problems)
+    found = []
+    for i, a in enumerate(ranked):
+        for b in ranked[i + 1:]:
+            diffs = metrics.paired_differences(a, b, problems)
+            found.append({
+                "a": a.model, "b": b.model, "problems": len(problems),
+                "metrics": {key: {"label": metrics.metric_label(key), "a": d.a, "b": d.b,
+                                  "difference": d.difference, "low": d.low, "high": d.high,
+                                  "distinguishable": d.distinguishable,
+                                  "words": metrics.difference_words(d, a.model, b.model)}
+                            for key, d in diffs.items()},
+                "summary": difference_summary(a.model, b.model, diffs, len(problems))})
+    return found
+
+
+INTERVALS = {
+    "level": metrics.LEVEL, "over": "problems",
+    "fast_p": metrics.WILSON,
+    "pass_at_k": f"{metrics.WILSON} where every problem's estimate is 0 or 1, else {metrics.BOOTSTRAP}",
+    "fast_1_at_k": f"{metrics.WILSON} where every problem's estimate is 0 or 1, else {metrics.BOOTSTRAP}",
+    "differences": f"paired {metrics.BOOTSTRAP}",
+    "resamples": metrics.RESAMPLES, "seed": metrics.SEED,
+}  # what the API says of its intervals (docs/portal.md, "Intervals over problems")
+
+
+def compared(t: Track | ScoredTrack, ranked: list[ModelScore]) -> dict[str, Any]:
+    """What a comparison page shows: its tables (differences after the models, where two or more
+    are compared) and its charts' data (with the differences, for their chart)."""
+    found = differences(t, ranked)
+    tables = [model_table(t, ranked)] + ([differences_table(found)] if found else [])
+    tables += [per_problem_table(t, ranked), category_matrix(ranked), failure_table(ranked)]
+    return {"tables": tables, "charts": {**comparison_charts(t, ranked), "differences": found}}
+
+
+def _points(value: float) -> str:
+    return f"{100 * value:+.1f}".replace("-", "−")
+
+
+def difference_summary(a: str, b: str, diffs: dict[str, metrics.Difference], n: int) -> str:
+    """One pair's differences in a sentence: where one is ahead, and what cannot be told apart."""
+    ahead = [(key, d) for key, d in diffs.items() if d.distinguishable]
+    level = [metrics.metric_label(key) for key, d in diffs.items() if not d.distinguishable]
+    if not ahead:
+        return (f"{a} and {b} are not distinguishable on these {n} problems: every difference's 95% "
+                "interval holds 0.")
+    said = []
+    for lead in (a, b):
+        mine = [f"{metrics.metric_label(key)} ({_points(d.difference)} points, 95% interval "
+                f"{_points(d.low)} to {_points(d.high)})" for key, d in ahead if (d.difference > 0) == (lead == a)]
+        if mine:
+            said.append(f"{lead} ahead on " + ", ".join(mine))
+    text = f"{a} − {b} on these {n} problems: " + "; ".join(said)
+    if level:
+        text += f"; not distinguishable on these {n} problems on {', '.join(level)} (each interval holds 0)"
+    return text + "."
+
+
+def differences_table(found: list[dict[str, Any]]) -> Table:
+    """``differences`` as a table: a row per pair, a cell per metric (points, with its interval)."""
+    keys = metrics.metric_keys()
+    columns = [Column("pair", "Pair (first − second)"), Column("problems", "Problems", "int")]
+    columns += [c for key in keys for c in difference_columns(key, metrics.metric_label(key))]
+    rows = []
+    for pair in found:
+        row: dict[str, Any] = {"pair": f"{pair['a']} − {pair['b']}", "problems": pair["problems"],
+                               "interval_problems": pair["problems"]}
+        for key, d in pair["metrics"].items():
+            row.update({key: d["difference"], f"{key}_low": d["low"], f"{key}_high": d["high"],
+                        f"{key}_words": d["words"]})
+        rows.append(row)
+    n = found[0]["problems"] if found else 0
+    note = (f"Each cell: the first model's share minus the second's, in points, over the same {n} "
+            "problems (a problem a model never tried counts as a failure for it), with its 95% "
+            f"paired bootstrap interval ({metrics.RESAMPLES} resamples of the problems, a fixed seed). "
+            "A bold difference's interval leaves out 0; a plain one holds 0: not distinguishable on "
+            f"these {n} problems.")
+    return Table("differences", "Paired differences", columns, rows, note=note)
+
+
+def _end(s: ModelScore, p: float, end: str) -> float | None:
+    span = s.intervals.get(metrics.fast_key(p))
+    return getattr(span, end) if span else None
+
+
 def comparison_charts(t: Track | ScoredTrack, ranked: list[ModelScore]) -> dict[str, Any]:
     top = t.top_speedup
     grid = metrics.curve_grid(top)
@@ -270,6 +371,10 @@ def comparison_charts(t: Track | ScoredTrack, ranked: list[ModelScore]) -> dict[
     return {
         "fast_p": {"p": grid, "series": {s.model: metrics.fast_p_curve(s.fastest, n, grid)
                                          for s in ranked}},
+        # fast_p at each p of FAST_P with its 95% interval over the problems: the curves' error bars
+        "fast_p_intervals": {s.model: {"p": list(FAST_P), "value": [s.fast_p[p] for p in FAST_P],
+                                       "low": [_end(s, p, "low") for p in FAST_P],
+                                       "high": [_end(s, p, "high") for p in FAST_P]} for s in ranked},
         "speedups": {s.model: {slug: b.speedup for slug, b in s.best.items()} for s in ranked},
         "intervals": {s.model: {slug: [b.speedup_low, b.speedup_high] for slug, b in s.best.items()
                                 if b.speedup_low is not None and b.speedup_high is not None}

@@ -76,10 +76,7 @@ def compare(request: HttpRequest) -> HttpResponse:
             names = chosen or available[:4]
             ranked = track.ranked(names)
             return {"available": available, "chosen": names, "enough": len(names) >= 2,
-                    "tables": [services.model_table(track, ranked),
-                               services.per_problem_table(track, ranked),
-                               services.category_matrix(ranked), services.failure_table(ranked)],
-                    "charts": services.comparison_charts(track, ranked)}
+                    **services.compared(track, ranked)}
 
         board = cache.cached("page-compare", (hardware.pk, tuple(chosen)), compute)
         if response := maybe_export(request, board["tables"]):

@@ -12,7 +12,8 @@ from typing import Any
 class Column:
     key: str
     label: str
-    kind: str = "text"  # text, int, float, pct, ratio, speedup, date, link, run, model (a board's row)
+    kind: str = "text"  # text, int, float, pct, share (a pct with its interval), diff (a difference
+    #                     of shares with its interval), ratio, speedup, date, link, run, model
     page: bool = True  # False: in exports only (a speedup cell shows its interval's ends itself)
 
 
@@ -23,6 +24,22 @@ def speedup_columns(key: str, label: str) -> list[Column]:
     """
     return [Column(key, label, "speedup"), Column(f"{key}_low", f"{label} low", "ratio", page=False),
             Column(f"{key}_high", f"{label} high", "ratio", page=False)]
+
+
+def share_columns(key: str, label: str) -> list[Column]:
+    """A share of problems and its 95% interval over them: one cell on pages (the share, the
+    interval's ends under it), three columns in exports and the API (``key``, ``key_low``,
+    ``key_high``). Rows may carry ``key_method`` (wilson or bootstrap) and ``interval_problems``
+    for the tooltip; they are not columns."""
+    return [Column(key, label, "share"), Column(f"{key}_low", f"{label} low", "pct", page=False),
+            Column(f"{key}_high", f"{label} high", "pct", page=False)]
+
+
+def difference_columns(key: str, label: str) -> list[Column]:
+    """A difference of two shares with its 95% interval: one cell on pages, three columns in
+    exports (``key``, ``key_low``, ``key_high``)."""
+    return [Column(key, label, "diff"), Column(f"{key}_low", f"{label} low", "float", page=False),
+            Column(f"{key}_high", f"{label} high", "float", page=False)]
 
 
 @dataclass

@@ -190,10 +190,11 @@ class RunProgress(_RunView):
 class RunScores(_RunView):
     @extend_schema(parameters=[OpenApiParameter("partial", bool)], responses={200: dict, 409: dict})
     def get(self, request: Request, pk: int) -> Response:
-        """fast_p, pass@k and fast_1@k over the run's problems and over the suite. 409 while
-        samples are pending, unless partial=1."""
+        """fast_p, pass@k and fast_1@k over the run's problems and over the suite, each with its
+        95% interval over the problems (``intervals``). 409 while samples are pending, unless
+        partial=1."""
         run = self.run(pk)
-        result = scoring.scores(run)
+        result = scoring.scores(run, intervals=True)
         if not result["run_problems"]["problems"]:
             return error_response(SubmissionError(
                 "run_empty", "The run has no accepted samples yet: add some with "

@@ -11,7 +11,7 @@ from django.conf import settings
 from portal.leaderboards import metrics
 from portal.leaderboards import services as boards
 from portal.leaderboards.services import Track
-from portal.lib.tables import Column, Table
+from portal.lib.tables import Column, Table, share_columns
 
 from . import scoring
 from .board_plan import read_plan
@@ -85,9 +85,14 @@ def scores_table(result: dict[str, Any]) -> Table:
     ks = list(result["suite"]["pass_at_k"])
     columns = [Column("scope", "Over"), Column("problems", "Problems", "int"),
                Column("correct", "Correct", "int"), Column("attempts", "Attempts", "int")]
-    columns += [Column(f"fast_{p}", f"fast_{p}", "pct") for p in fast]
-    columns += [Column(f"pass_at_{k}", f"pass@{k}", "pct") for k in ks]
-    columns += [Column(f"fast_1_at_{k}", f"fast_1@{k}", "pct") for k in ks]
+    # With intervals (scoring.scores(..., intervals=True)): each share and its 95% interval over
+    # the scope's problems, one cell on the page, key_low and key_high in exports.
+    spans = "intervals" in result["suite"]
+    def share(key: str, label: str) -> list[Column]:
+        return share_columns(key, label) if spans else [Column(key, label, "pct")]
+    columns += [c for p in fast for c in share(f"fast_{p}", f"fast_{p}")]
+    columns += [c for k in ks for c in share(f"pass_at_{k}", f"pass@{k}")]
+    columns += [c for k in ks for c in share(f"fast_1_at_{k}", f"fast_1@{k}")]
     columns += [Column("geomean_speedup", "Geo-mean speedup", "ratio")]
     rows = []
     for key, label in scopes:
@@ -97,6 +102,12 @@ def scores_table(result: dict[str, Any]) -> Table:
         row.update({f"fast_{p}": v for p, v in s["fast_p"].items()})
         row.update({f"pass_at_{k}": v for k, v in s["pass_at_k"].items()})
         row.update({f"fast_1_at_{k}": v for k, v in s["fast_1_at_k"].items()})
+        row["interval_problems"] = s["problems"]
+        for group, prefix in (("fast_p", "fast_"), ("pass_at_k", "pass_at_"), ("fast_1_at_k", "fast_1_at_")):
+            for at, span in s.get("intervals", {}).get(group, {}).items():
+                if span:
+                    row.update({f"{prefix}{at}_low": span["low"], f"{prefix}{at}_high": span["high"],
+                                f"{prefix}{at}_method": span["method"]})
         rows.append(row)
     return Table("scores", "Over the run's problems, and over every problem ranked on its hardware", columns, rows)
 

@@ -84,7 +84,13 @@ def progress(run: Run, samples: list[RunSample] | None = None) -> dict[str, Any]
             "problems": [{"problem": slug, **row} for slug, row in per.items()]}
 
 
-def _scope(run: Run, attempts: list[Attempt], problems: dict[str, list[str]]) -> dict[str, Any]:
+def _interval(values: list[float]) -> dict[str, Any] | None:
+    found = metrics.mean_interval(values)
+    return {"low": found.low, "high": found.high, "method": found.method} if found else None
+
+
+def _scope(run: Run, attempts: list[Attempt], problems: dict[str, list[str]],
+           intervals: bool = False) -> dict[str, Any]:
     score = metrics.score_model(run.label, attempts, problems)
     by_problem: dict[str, list[Attempt]] = defaultdict(list)
     for a in attempts:
@@ -92,7 +98,7 @@ def _scope(run: Run, attempts: list[Attempt], problems: dict[str, list[str]]) ->
             by_problem[a.problem].append(a)
     ks = sorted({1, run.k})
     n = len(problems)
-    return {
+    found = {
         "problems": n, "attempted": score.attempted, "attempts": score.attempts,
         "correct": score.correct,
         "fast_p": {f"{p:g}": score.fast_p[p] for p in FAST_P if p in SCORED_P},
@@ -103,10 +109,22 @@ def _scope(run: Run, attempts: list[Attempt], problems: dict[str, list[str]]) ->
         "solved_without_interval": score.point_estimates,
         "outcomes": score.failures,
     }
+    if intervals:  # 95% intervals over the problems (docs/runs.md, "Scores")
+        order = sorted(problems)
+        found["intervals"] = {
+            "fast_p": {f"{p:g}": _interval(metrics.fast_p_values(score.fastest, order, p))
+                       for p in FAST_P if p in SCORED_P},
+            "pass_at_k": {str(k): _interval(metrics.pass_at_k_values(by_problem, order, k)) for k in ks},
+            "fast_1_at_k": {str(k): _interval(metrics.pass_at_k_values(by_problem, order, k, 1.0)) for k in ks}}
+    return found
 
 
-def scores(run: Run, suites: dict[int, dict[str, list[str]]] | None = None) -> dict[str, Any]:
-    """``suites``: problem sets by hardware id, filled and reused where many runs are scored."""
+def scores(run: Run, suites: dict[int, dict[str, list[str]]] | None = None,
+           intervals: bool = False) -> dict[str, Any]:
+    """``suites``: problem sets by hardware id, filled and reused where many runs are scored.
+    ``intervals``: each scope's shares with their 95% intervals over its problems (``intervals``:
+    ``fast_p``, ``pass_at_k``, ``fast_1_at_k``, each ``{"low", "high", "method"}``); left out of
+    the runs list, which scores 200 runs."""
     samples = accepted(run)
     tried = samples + refused_for_the_model(run)
     # Over the run's problems each PKB problem counts once (two may answer one of ours); over
@@ -124,8 +142,8 @@ def scores(run: Run, suites: dict[int, dict[str, list[str]]] | None = None) -> d
             # A seeded run may hold part of its directory so far: "complete" is of its jobs,
             # these two say how much of the directory they are (null: a run made here).
             "samples": state["samples"], "files_planned": run.files_planned,
-            "run_problems": _scope(run, own, mine),
-            "suite": _scope(run, attempts, {slug: cats for slug, cats in suite.items()})}
+            "run_problems": _scope(run, own, mine, intervals),
+            "suite": _scope(run, attempts, {slug: cats for slug, cats in suite.items()}, intervals)}
 
 
 def fast_p_curve(run: Run, grid: list[float], samples: list[RunSample] | None = None) -> list[float]:

@@ -28,7 +28,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
 
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("model", "hardware", "owner"), pk=pk)
-    result = scoring.scores(run)
+    result = scoring.scores(run, intervals=True)
     tables = [presenters.scores_table(result), presenters.files_table(run)]
     if response := maybe_export(request, tables):
         return response
@@ -48,12 +48,11 @@ def compare(request: HttpRequest) -> HttpResponse:
         context["error"] = "Runs on different hardware cannot be compared: pick runs of one."
     elif runs:
         track = presenters.runs_track(runs)
-        ranked = boards.scores(track, [r.label for r in runs])
-        tables = [boards.model_table(track, ranked), boards.per_problem_table(track, ranked),
-                  boards.failure_table(ranked)]
+        ranked = boards.scores(track, [r.label for r in runs], intervals=True)
+        shown = boards.compared(track, ranked)
+        tables = [t for t in shown["tables"] if t.name != "categories"]
         if response := maybe_export(request, tables):
             return response
-        context.update(tables=tables, charts=boards.comparison_charts(track, ranked),
-                       hardware=runs[0].hardware)
+        context.update(tables=tables, charts=shown["charts"], hardware=runs[0].hardware)
     context["available"] = Run.objects.select_related("model", "hardware").order_by("-created_at")[:100]
     return render(request, "runs/compare.html", context)

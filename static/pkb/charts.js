@@ -37,7 +37,8 @@
     // On CPU (a smoke test) the bars are drawn but rank nothing, and the title says so.
     const box = document.getElementById("chart-fastp");
     const unranked = box && box.dataset.rankedBy === "correctness" ? " (not ranked: CPU smoke test)" : "";
-    const keys = t.columns.map((c) => c.key).filter((k) => k.startsWith("fast_") && !k.includes("_at_"));
+    // fast_p's columns, not their intervals' ends (fast_1_low, fast_1_high: the table shows them)
+    const keys = t.columns.map((c) => c.key).filter((k) => k.startsWith("fast_") && !k.includes("_at_") && !/_(low|high)$/.test(k));
     const y = t.rows.flatMap((r) => keys.map((k) => r[k]));
     // Each bar carries its value: a hard board's bars are a few percent tall. Plotly shrinks a
     // label to its bar's width: where bars are narrow (three models on a phone: about 14 px) the
@@ -56,8 +57,46 @@
     if (!d) return;
     // On CPU (a smoke test) the speed charts are drawn but rank nothing, and their titles say so.
     const unranked = d.ranked_by === "correctness" ? " (not ranked: CPU smoke test)" : "";
-    plot("chart-fastp", Object.entries(d.fast_p.series).map(([m, y]) => ({ type: "scatter", mode: "lines", name: m, x: d.fast_p.p, y: y, line: { shape: "hv" } })),
-      { title: "fast_p curves" + unranked, xaxis: { title: "speedup threshold p (x)" }, yaxis: K.shareAxis("fast_p (share, %)", values(d.fast_p.series)) });
+    // Each curve in its colour, with markers at the board's thresholds carrying error bars: the
+    // 95% interval of fast_p over the problems (Wilson's).
+    const colours = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
+    const spans = d.fast_p_intervals || {};
+    const curves = [];
+    Object.entries(d.fast_p.series).forEach(([m, y], i) => {
+      const colour = colours[i % colours.length];
+      curves.push({ type: "scatter", mode: "lines", name: m, legendgroup: m, x: d.fast_p.p, y: y, line: { shape: "hv", color: colour } });
+      const iv = spans[m];
+      if (iv && iv.low.every((v) => v != null)) curves.push({ type: "scatter", mode: "markers", name: m + " (95% interval)", legendgroup: m, showlegend: false,
+        x: iv.p, y: iv.value, marker: { color: colour, size: 6 },
+        error_y: { type: "data", symmetric: false, array: iv.high.map((h, j) => h - iv.value[j]), arrayminus: iv.low.map((l, j) => iv.value[j] - l), color: colour, thickness: 1.5, width: 4 },
+        customdata: iv.low.map((l, j) => [100 * l, 100 * iv.high[j]]),
+        hovertemplate: "fast_%{x}: %{y:.1%} (95% interval %{customdata[0]:.1f}–%{customdata[1]:.1f}%)<extra>" + m + "</extra>" });
+    });
+    const tops = Object.values(spans).flatMap((iv) => iv.high.filter((v) => v != null));
+    plot("chart-fastp", curves,
+      { title: "fast_p curves, with 95% intervals at p = 0, 0.5, 1, 1.5, 2, 3" + unranked, xaxis: { title: "speedup threshold p (x)" }, yaxis: K.shareAxis("fast_p (share, %)", values(d.fast_p.series).concat(tops), 1.05) });
+    // Paired differences (first model minus second, in points) with their 95% intervals: a bar
+    // that crosses the dotted 0 line is not distinguishable on these problems.
+    const diffs = d.differences || [];
+    const box = document.getElementById("chart-differences");
+    if (box && diffs.length) {
+      const keys = Object.keys(diffs[0].metrics);
+      const label = (k) => diffs[0].metrics[k].label || k;
+      box.style.height = Math.max(360, 200 + 18 * keys.length * Math.min(diffs.length, 6)) + "px";
+      // scattermode "group": each pair's point beside the others' within a metric's row, not on them
+      plot("chart-differences", diffs.map((pair, i) => ({ type: "scatter", mode: "markers", orientation: "h", name: pair.a + " − " + pair.b,
+        y: keys.map(label), x: keys.map((k) => 100 * pair.metrics[k].difference), marker: { size: 8, color: colours[i % colours.length],
+          symbol: keys.map((k) => (pair.metrics[k].distinguishable ? "circle" : "circle-open")) },
+        error_x: { type: "data", symmetric: false, color: colours[i % colours.length],
+          array: keys.map((k) => 100 * (pair.metrics[k].high - pair.metrics[k].difference)),
+          arrayminus: keys.map((k) => 100 * (pair.metrics[k].difference - pair.metrics[k].low)) },
+        customdata: keys.map((k) => [100 * pair.metrics[k].low, 100 * pair.metrics[k].high, pair.metrics[k].words]),
+        hovertemplate: "%{y}: %{x:+.1f} points (95% interval %{customdata[0]:.1f} to %{customdata[1]:.1f}): %{customdata[2]}<extra>" + pair.a + " − " + pair.b + "</extra>" })),
+        { title: "Paired differences, first model minus second (points; bars: 95% paired bootstrap interval over " + diffs[0].problems + " problems; open: not distinguishable)" + unranked,
+          yaxis: { title: "metric", categoryarray: keys.map(label).reverse(), categoryorder: "array", dtick: 1 },
+          xaxis: { title: "difference (percentage points)", zeroline: false }, scattermode: "group", scattergap: 0.4,
+          shapes: [{ type: "line", yref: "paper", y0: 0, y1: 1, x0: 0, x1: 0, line: { dash: "dot", color: "#888" } }] });
+    }
     // Only problems some model solved: a point-less axis of every problem squeezes the plot.
     const solved = d.problems.filter((p) => Object.values(d.speedups).some((s) => s[p] != null));
     // Error bars: each best speedup's interval, where its report has one (schema 1.3 on).

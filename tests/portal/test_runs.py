@@ -178,8 +178,20 @@ def test_scores_wait_for_the_run_then_match_a_hand_computation(
     assert body["run_problems"]["pass_at_k"]["3"] == pytest.approx(1.0)
     assert body["run_problems"]["pass_at_k"]["1"] == pytest.approx((2 / 3 + 1 / 3 + 1) / 3)
     assert body["run_problems"]["fast_p"]["1"] == pytest.approx(2 / 3)  # 0.98 and 0.90 do not count
+    # Each share with its 95% interval over the scope's problems: fast_1 is 2 of 3 problems
+    # (Wilson's), pass@1 a mean of 2/3, 1/3 and 1 (the bootstrap).
+    from portal.leaderboards.metrics import wilson_interval
+
+    spans = body["run_problems"]["intervals"]
+    assert spans["fast_p"]["1"]["method"] == "wilson"
+    assert (spans["fast_p"]["1"]["low"], spans["fast_p"]["1"]["high"]) == pytest.approx(wilson_interval(2, 3))
+    assert spans["pass_at_k"]["1"]["method"] == "bootstrap"
+    assert spans["pass_at_k"]["1"]["low"] < body["run_problems"]["pass_at_k"]["1"] < spans["pass_at_k"]["1"]["high"]
+    suite_1 = body["suite"]["intervals"]["fast_p"]["1"]  # the same 2 problems, of the suite's 10
+    assert (suite_1["low"], suite_1["high"]) == pytest.approx(wilson_interval(2, 10))
     page = owner_api.get(f"/runs/{run['id']}/")
     assert page.status_code == 200 and b"value_mismatch" in page.content
+    assert b"95% interval over the 3 problems" in page.content
 
 
 def test_pkb_directory_names_and_numbering() -> None:

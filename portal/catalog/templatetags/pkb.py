@@ -68,6 +68,55 @@ def speedup_cell(row: Any, key: str) -> str | SafeString:
                    row.get(f"{key}_rounds"))
 
 
+METHOD_WORDS = {"wilson": "Wilson score interval", "bootstrap": "percentile bootstrap over the problems"}
+
+
+def _ends(row: Any, key: str) -> tuple[float, float] | None:
+    low, high = row.get(f"{key}_low"), row.get(f"{key}_high")
+    return None if low is None or high is None else (float(low), float(high))
+
+
+@register.simple_tag
+def share_cell(row: Any, key: str) -> str | SafeString:
+    """A share of problems (``31.0%``) with its 95% interval's ends under it (``[22, 40]``, in
+    percent) and all of it in the tooltip; without an interval, the share alone."""
+    value = row.get(key)
+    if value is None:
+        return ""
+    ends = _ends(row, key)
+    if ends is None:
+        return pct(value)
+    n = row.get("interval_problems")
+    over = f"the {n} problems" if n else "the problems"
+    method = METHOD_WORDS.get(row.get(f"{key}_method", ""), "")
+    title = (f"{pct(value)}, 95% interval over {over}: {100 * ends[0]:.1f}% to {100 * ends[1]:.1f}%"
+             + (f" ({method})" if method else ""))
+    return format_html('<span class="share" title="{}">{}<span class="interval">[{}, {}]</span></span>',
+                       title, pct(value), f"{100 * ends[0]:.0f}", f"{100 * ends[1]:.0f}")
+
+
+def _signed(value: float) -> str:
+    return f"{100 * value:+.1f}".replace("-", "−")
+
+
+@register.simple_tag
+def diff_cell(row: Any, key: str) -> str | SafeString:
+    """A difference of two shares in points (``+4.4``) with its 95% interval under it; bold
+    where the interval leaves out 0, and the tooltip says in words what it means."""
+    value = row.get(key)
+    if value is None:
+        return ""
+    ends = _ends(row, key)
+    if ends is None:
+        return _signed(float(value))
+    apart = not (ends[0] <= 0.0 <= ends[1])
+    title = (f"{_signed(float(value))} points, 95% interval {_signed(ends[0])} to {_signed(ends[1])}: "
+             f"{row.get(f'{key}_words', '')}")
+    return format_html('<span class="diff {}" title="{}">{}<span class="interval">[{}, {}]</span></span>',
+                       "apart" if apart else "level", title, _signed(float(value)),
+                       _signed(ends[0]), _signed(ends[1]))
+
+
 @register.filter
 def when(value: Any) -> str | SafeString:
     """A human date (``24 Nov 2026, 09:27 UTC``) with the exact ISO 8601 value on hover.
