@@ -142,7 +142,19 @@ def check_stood_still(before: dict[tuple[int, int], int], after: dict[tuple[int,
                       when: str, gain: str) -> None:
     """The candidate's protocol_violation if its threads ran ``limit_ns`` or more between two
     readings (``liveness.thread_run_ns``) taken while it stood stopped: ``when`` says where that
-    was, ``gain`` what such work wins."""
+    was, ``gain`` what such work wins.
+
+    A thread of the first reading gone from the second ended meanwhile, and ending takes running:
+    that too is the candidate's protocol_violation. Its run time leaves with it, so the sum alone
+    passed over it: helpers continued by their own SIGCONT timers starved the reference's start-up
+    for 22 s and exited before the second reading, unread, and the evaluation's time ran out in
+    the reference's blocks as our harness_error (red team, starves_the_reference_start_while_frozen).
+    Around the reference's blocks ``ended_since`` was read already; this covers every caller."""
+    if (ended := ended_since(before, after)):
+        raise DrivenFailure("candidate", make_failure(
+            FailureClass.PROTOCOL_VIOLATION,
+            f"{ended} of the candidate's threads ended {when} (a process continued by a SIGCONT it had "
+            f"sent itself, or killed by a timer it armed, say: {gain})"))
     if (ran := ran_since(before, after)) >= limit_ns:
         raise DrivenFailure("candidate", make_failure(
             FailureClass.PROTOCOL_VIOLATION,

@@ -190,6 +190,18 @@ def test_a_candidate_that_takes_the_processors_at_its_start_cannot_fail_the_refe
     failed_as(run("starves_the_reference_start"), "value_mismatch", "trial 0")
 
 
+def test_helpers_that_starve_the_references_start_from_the_freeze_and_leave_are_caught():
+    # The seventh red-team pass: 40 helpers continued by their own SIGCONT timers spun for 22 s
+    # while the frozen candidate's reference started, then exited before the judge read the side
+    # again. Their run time left with them: unread, and the evaluation's time (a deadline of 35 s,
+    # as `pkb eval --deadline` has it) ran out in the reference's blocks as our harness_error.
+    # Threads gone from the judge's second reading are now the candidate's protocol_violation.
+    from evaluator.config import Limits
+    report = run("starves_the_reference_start_while_frozen", deadline_s=35, limits=Limits())
+    message = failed_as(report, "protocol_violation", "during the reference's start-up")
+    assert "threads ended" in message or "threads ran for" in message, message
+
+
 def test_a_candidate_that_spends_the_deadline_before_the_reference_runs_is_blamed_for_it():
     # Its start-up held to 32 s of a 40 s deadline: the time ran out while the reference was
     # timed, and the wrong candidate ended as our harness_error. Now the side that ran longest
