@@ -281,8 +281,8 @@ def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, floa
 def _resample_counts(n: int, resamples: int, seed: int) -> np.ndarray:
     """How often each of n problems is drawn in each bootstrap resample: ``resamples`` rows of
     counts summing to n. NumPy's legacy RandomState, whose stream is frozen (NEP 19): the same
-    draws for a seed on every NumPy version and machine. Cached: every metric and model of a
-    board uses the same draws, which is also what pairs a paired bootstrap."""
+    draws for a seed on every NumPy version and machine. Cached (2.4 MB for 150 problems): every
+    metric, model and pair over n problems uses the same draws. Floats, to multiply as they are."""
     counts = np.random.RandomState(seed).multinomial(n, [1.0 / n] * n, size=resamples).astype(np.float64)
     counts.flags.writeable = False
     return counts

@@ -161,7 +161,7 @@ def test_the_model_board_says_how_many_problems_each_model_tried(
     assert rows["models"][0]["attempted"] == 1
     page = client.get(f"/leaderboard/?hardware={gpu_hardware.slug}").content.decode()
     assert ">Tried<" in page
-    # a share's grain: the board has no interval for fast_p, so it says what one problem is worth
+    # a share's grain: beside each share's interval, the board says what one problem is worth
     assert "Shares are out of 1 problem: one problem is 100.0 points" in page
 
 
