@@ -68,7 +68,8 @@ def test_chart_parts_do_not_overlap_at_1400_px(live_server: Any, desktop: Any, s
         desktop.goto(live_server.url + url)
         drawn = charts_clear(desktop)
         assert drawn, url
-    assert {c["id"] for c in drawn} == {"chart-fastp", "chart-scatter", "chart-categories", "chart-failures"}
+    assert {c["id"] for c in drawn} == {"chart-fastp", "chart-differences", "chart-scatter", "chart-categories",
+                                        "chart-failures"}
     assert desktop.errors == []
 
 

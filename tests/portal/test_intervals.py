@@ -284,3 +284,34 @@ def test_the_openapi_schema_says_what_the_new_fields_are(anonymous_api: Any) -> 
     assert "differences" in compare and "not distinguishable on" in compare
     scores = schema["paths"]["/api/v1/runs/{id}/scores/"]["get"]["description"]
     assert "95% interval" in scores
+
+
+@pytest.mark.django_db
+def test_the_run_comparison_pairs_runs_over_the_union_of_their_problems(
+        client: Any, owner: Any, cpu_hardware: Any, all_reduce: Any, real_report: dict[str, Any],
+        no_dispatch: list[int]) -> None:
+    from portal.runs import services
+
+    from .conftest import VALID_SOURCE
+    from .runs_helpers import finish, load_problems
+
+    load_problems(["all-gather", "reduce-scatter"])
+    runs = []
+    for model, outcomes in (("model-a", {"all-reduce": [(True, 1.6)], "all-gather": [(True, 1.2)],
+                                         "reduce-scatter": [(False, 0.0)]}),
+                            ("model-b", {"all-reduce": [(True, 2.5)], "all-gather": [(False, 0.0)]})):
+        run = services.create_run(user=owner, data={"model": model, "hardware": cpu_hardware.slug,
+                                                    "k": 1, "backend": "cuda"})
+        plans = [services.FilePlan(name=f"{p}/0.py", problem=p, source=VALID_SOURCE.encode()) for p in outcomes]
+        for row, (ok, speedup) in zip(services.add_files(run, plans, user=owner),
+                                      [t for tries in outcomes.values() for t in tries]):
+            finish(row.submission, real_report, correct=ok, speedup=speedup, low=speedup * 0.95,
+                   high=speedup * 1.05)
+        runs.append(run)
+    query = {"runs": [r.pk for r in runs]}
+    page = client.get("/runs/compare/", query).content.decode()
+    # over the 3 problems of either run (b never tried reduce-scatter: a failure for it)
+    assert 'id="chart-differences"' in page and 'data-table="differences"' in page
+    assert "not distinguishable on these 3 problems" in page
+    detail = client.get(f"/runs/{runs[0].pk}/").content.decode()
+    assert "95% interval over the 3 problems" in detail

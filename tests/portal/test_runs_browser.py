@@ -58,7 +58,10 @@ def test_run_page_and_run_comparison_draw_their_charts(
     page.goto(f"{live_server.url}/runs/compare/?runs={first.pk}&runs={second.pk}")
     for chart in ("fastp", "scatter", "categories", "failures"):
         page.wait_for_selector(f"#chart-{chart} .main-svg", timeout=15_000)
-    assert page.locator("#chart-fastp .scatterlayer .trace").count() == 2
+    # each run's curve, and its markers with the 95% error bars at p = 0, 0.5, 1, 1.5, 2, 3
+    assert page.locator("#chart-fastp .scatterlayer .trace").count() == 4
+    page.wait_for_selector("#chart-differences .main-svg", timeout=15_000)
+    assert "not distinguishable on these 3 problems" in page.locator("#difference-words").inner_text()
     assert f"run {second.pk}: model-b" in page.content()
     page.goto(f"{live_server.url}/leaderboard/?hardware={cpu_hardware.slug}")
     page.wait_for_selector("table.data")
