@@ -202,7 +202,7 @@ def test_the_model_board_page_shows_each_interval_under_its_share(client: Any, b
     page = client.get("/leaderboard/", {"hardware": board["hardware"].slug}).content.decode()
     n = len(metrics_problems(board))
     low, high = wilson_interval(6, n)
-    assert f'<span class="interval">[{100 * low:.0f}, {100 * high:.0f}]</span>' in page
+    assert f'<span class="interval">[{100 * low:.0f}–{100 * high:.0f}]</span>' in page
     assert f"95% interval over the {n} problems: {100 * low:.1f}% to {100 * high:.1f}% (Wilson score interval)" in page
 
 

@@ -78,8 +78,9 @@ def _ends(row: Any, key: str) -> tuple[float, float] | None:
 
 @register.simple_tag
 def share_cell(row: Any, key: str) -> str | SafeString:
-    """A share of problems (``31.0%``) with its 95% interval's ends under it (``[22, 40]``, in
-    percent) and all of it in the tooltip; without an interval, the share alone."""
+    """A share of problems (``31.0%``) with its 95% interval's ends under it (``[22–40]``, in
+    whole percent: narrow enough that the model board stays within 1400 px) and the exact ends
+    and the method in the tooltip; without an interval, the share alone."""
     value = row.get(key)
     if value is None:
         return ""
@@ -91,7 +92,7 @@ def share_cell(row: Any, key: str) -> str | SafeString:
     method = METHOD_WORDS.get(row.get(f"{key}_method", ""), "")
     title = (f"{pct(value)}, 95% interval over {over}: {100 * ends[0]:.1f}% to {100 * ends[1]:.1f}%"
              + (f" ({method})" if method else ""))
-    return format_html('<span class="share" title="{}">{}<span class="interval">[{}, {}]</span></span>',
+    return format_html('<span class="share" title="{}">{}<span class="interval">[{}–{}]</span></span>',
                        title, pct(value), f"{100 * ends[0]:.0f}", f"{100 * ends[1]:.0f}")
 
 
