@@ -7,6 +7,7 @@ recorded in docs/report-schema.md; ``evaluator/report.schema.json`` is the machi
 from __future__ import annotations
 
 import enum
+import json
 from typing import Any, Literal, NotRequired, Optional, TypedDict
 
 SCHEMA_VERSION = "1.5"
@@ -85,6 +86,55 @@ class Failure(TypedDict):
     compiler_output: Optional[str]
     stacks: dict[str, str]  # rank -> Python stacks of every thread, for deadlocks
     stderr: dict[str, str]  # rank -> tail of its stderr
+
+
+# What a report keeps of a failure's text, in bytes of its JSON (every character outside ASCII
+# escaped, as `pkb eval` writes reports): the message, the traceback and the compiler's output each,
+# and every rank's stacks and stderr tails together. A rank's words come from its process, where
+# candidate code can forge them: one error message of 260,000 characters outside the Basic
+# Multilingual Plane fits the status channel's 1 MiB line (4 bytes each) and became 3.1 MB of report
+# (12 bytes each, "\ud83d\ude00"), past the 2.5 MB the portal reads of a request: the worker's post
+# was refused and the evaluation left with no verdict (red team, reports_an_oversized_failure).
+FAILURE_TEXT_BYTES = {"message": 8 << 10, "traceback": 32 << 10, "compiler_output": 32 << 10,
+                      "stacks": 64 << 10, "stderr": 32 << 10}
+
+
+def fitted_text(text: str, limit: int, keep: str = "head") -> str:
+    """``text`` cut to at most ``limit`` bytes of JSON (ASCII-escaped), its start (``head``) or its
+    end (``tail``: a traceback's and a compiler's last lines say what went wrong) kept, and a note
+    of what was cut."""
+    def size(part: str) -> int:
+        return len(json.dumps(part)) - 2
+
+    if size(text) <= limit:
+        return text
+    note = f" [... {{}} characters cut: the report keeps {limit} bytes of this text]"
+    room = max(0, limit - size(note.format(len(text))))
+    kept = len(text) if room >= len(text) else room  # no character takes less than a byte
+    while kept and size(text[:kept] if keep == "head" else text[-kept:]) > room:
+        kept = kept * room // max(size(text[:kept] if keep == "head" else text[-kept:]), 1)
+    part = text[:kept] if keep == "head" else text[len(text) - kept:]
+    cut = note.format(len(text) - kept)
+    return part + cut if keep == "head" else cut.strip() + " " + part
+
+
+def bounded_failure(failure: Optional["Failure"]) -> Optional["Failure"]:
+    """``failure`` with its text within FAILURE_TEXT_BYTES; the verdict and class are untouched."""
+    if failure is None:
+        return None
+    bounded = dict(failure)
+    if isinstance(bounded.get("message"), str):
+        bounded["message"] = fitted_text(bounded["message"], FAILURE_TEXT_BYTES["message"])
+    for key in ("traceback", "compiler_output"):
+        if isinstance(bounded.get(key), str):
+            bounded[key] = fitted_text(bounded[key], FAILURE_TEXT_BYTES[key], keep="tail")
+    for key in ("stacks", "stderr"):
+        texts = bounded.get(key)
+        if isinstance(texts, dict) and texts:
+            share = FAILURE_TEXT_BYTES[key] // len(texts)
+            bounded[key] = {rank: fitted_text(text, share, keep="tail") if isinstance(text, str) else text
+                            for rank, text in texts.items()}
+    return bounded  # type: ignore[return-value]
 
 
 def make_failure(failure_class: FailureClass, message: str, **extra: Any) -> Failure:

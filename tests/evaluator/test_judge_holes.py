@@ -435,3 +435,44 @@ def test_links_planted_where_the_reference_writes_its_exact_answers_are_caught()
         assert "the reference's folders held" in report["failure"]["message"]
     else:
         assert report["failure"]["failure_class"] == "value_mismatch", report["failure"]
+
+
+# -- the seventh red-team pass (2026-11-29) -----------------------------------------------------
+
+# What the portal reads of a worker's request (Django's DATA_UPLOAD_MAX_MEMORY_SIZE): a report past
+# it is refused with a 413, and the evaluation is left with no verdict (tests/portal, hostile users).
+PORTAL_BODY_BYTES = 2_621_440
+
+
+def test_a_forged_error_cannot_make_the_report_too_large_for_the_portal():
+    # Each rank sent, in the harness's name, an error whose message was 260,000 characters outside
+    # the Basic Multilingual Plane: 4 bytes each on the status channel (under its 1 MiB line), 12
+    # each in the report's JSON. The report was 3.1 MB: the worker's post of the verdict was
+    # refused. A failure's text is now kept within report.FAILURE_TEXT_BYTES.
+    import json
+
+    report = run("reports_an_oversized_failure", timing=False)
+    assert report["verdict"] == "fail"
+    assert report["failure"]["failure_class"] == "runtime_error", report["failure"]
+    assert "characters cut" in report["failure"]["message"]
+    # The whole body the worker posts, with room to spare for a larger world's ranks.
+    assert len(json.dumps({"report": report}).encode()) < PORTAL_BODY_BYTES // 10
+
+
+def test_every_text_a_failure_carries_is_bounded_whatever_its_characters():
+    # The other fields a rank fills: tracebacks and compiler output (its error message), and its
+    # stacks and stderr tails (bytes it writes to its own pipes, non-UTF-8 read as U+FFFD, 6 bytes
+    # of JSON each). Eight ranks' worth of each stays well within what the portal reads.
+    import json
+
+    from evaluator.report import FailureClass, bounded_failure, make_failure
+
+    worst = {"astral": "\U0001F600" * 300_000, "replaced": "\ufffd" * 64_000, "ascii": "x" * 1_000_000}
+    for name, text in worst.items():
+        failure = bounded_failure(make_failure(
+            FailureClass.DEADLOCK, text, traceback=text, compiler_output=text,
+            stacks={str(rank): text for rank in range(8)}, stderr={str(rank): text for rank in range(8)}))
+        assert failure is not None
+        size = len(json.dumps(failure).encode())
+        assert size < 200_000, (name, size)
+        assert failure["traceback"].endswith(text[-10:]) and failure["message"].startswith(text[:10]), name
