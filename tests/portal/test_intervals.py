@@ -18,6 +18,7 @@ from portal.leaderboards.metrics import (BOOTSTRAP, WILSON, Attempt, bootstrap_i
                                          paired_differences, score_model, wilson_interval)
 
 from .conftest import a_result
+from .test_browser import browser, page  # noqa: F401  (the shared headless Chromium fixtures)
 
 # -- the interval functions -------------------------------------------------------------------
 
@@ -315,3 +316,24 @@ def test_the_run_comparison_pairs_runs_over_the_union_of_their_problems(
     assert "not distinguishable on these 3 problems" in page
     detail = client.get(f"/runs/{runs[0].pk}/").content.decode()
     assert "95% interval over the 3 problems" in detail
+
+
+@pytest.mark.browser
+@pytest.mark.services
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_the_comparison_draws_error_bars_and_the_differences(live_server: Any, page: Any,
+                                                             board: dict[str, Any]) -> None:
+    page.goto(f"{live_server.url}/leaderboard/compare/?hardware={board['hardware'].slug}"
+              "&models=ahead&models=behind")
+    page.wait_for_selector("#chart-differences .main-svg", timeout=15_000)
+    page.wait_for_selector("#chart-fastp .main-svg", timeout=15_000)
+    # each model's fast_p curve, and its markers at the six thresholds with their error bars
+    drawn = page.evaluate("""() => document.getElementById('chart-fastp')._fullData
+        .map((t) => [t.mode, t.error_y && t.error_y.visible ? t.x.length : 0])""")
+    assert sorted(drawn) == [["lines", 0], ["lines", 0], ["markers", 6], ["markers", 6]]
+    pairs = page.evaluate("""() => document.getElementById('chart-differences')._fullData
+        .map((t) => [t.name, t.error_x.visible, t.y.length])""")
+    assert pairs == [["ahead − behind", True, 10]]
+    assert "not distinguishable on these" in page.locator("#difference-words").inner_text()
+    assert page.errors == []
