@@ -314,7 +314,8 @@ class Compare(BaseView):
         """Chart data for two or more models: fast_p curves, speedups, categories, failures.
 
         ``differences``: for every pair (the higher ranked first, ``a``), each metric of a minus
-        b over the same problems with its 95% paired bootstrap interval (``low``, ``high``),
+        b over the same problems with its 95% paired bootstrap interval (``low``, ``high``), and for
+        shares of problems McNemar's exact ``p_value``, which then decides (``method``),
         ``distinguishable`` (the interval leaves out 0) and ``words`` ("not distinguishable on
         these 40 problems"); ``summary``: the pair in a sentence."""
         hw = _hardware(request.query_params.get("hardware"))

@@ -277,7 +277,7 @@ def per_problem_table(t: Track | ScoredTrack, ranked: list[ModelScore]) -> Table
 def differences(t: Track | ScoredTrack, ranked: list[ModelScore]) -> list[dict[str, Any]]:
     """Every pair of ``ranked`` (the higher ranked first, as ``a``): each metric of a minus b over
     the problem set both are scored on, with its 95% paired bootstrap interval over those
-    problems, and in words. 66 pairs for 12 models, about a second: cached with the page."""
+    problems, McNemar's exact p-value for shares of problems (which then decides), and in words. 66 pairs for 12 models, about a second: cached with the page."""
     problems = sorted(t.problems)
     found = []
     for i, a in enumerate(ranked):
@@ -287,7 +287,8 @@ def differences(t: Track | ScoredTrack, ranked: list[ModelScore]) -> list[dict[s
                 "a": a.model, "b": b.model, "problems": len(problems),
                 "metrics": {key: {"label": metrics.metric_label(key), "a": d.a, "b": d.b,
                                   "difference": d.difference, "low": d.low, "high": d.high,
-                                  "distinguishable": d.distinguishable,
+                                  "distinguishable": d.distinguishable, "method": d.method,
+                                  "p_value": d.p_value,
                                   "words": metrics.difference_words(d, a.model, b.model)}
                             for key, d in diffs.items()},
                 "summary": difference_summary(a.model, b.model, diffs, len(problems))})
@@ -299,7 +300,8 @@ INTERVALS = {
     "fast_p": metrics.WILSON,
     "pass_at_k": f"{metrics.WILSON} where every problem's estimate is 0 or 1, else {metrics.BOOTSTRAP}",
     "fast_1_at_k": f"{metrics.WILSON} where every problem's estimate is 0 or 1, else {metrics.BOOTSTRAP}",
-    "differences": f"paired {metrics.BOOTSTRAP}",
+    "differences": (f"paired {metrics.BOOTSTRAP} interval; distinguishable by McNemar's {metrics.EXACT} test "
+                    "at 5% where both models' per-problem values are 0 or 1, else by the interval leaving out 0"),
     "resamples": metrics.RESAMPLES, "seed": metrics.SEED,
 }  # what the API says of its intervals (docs/portal.md, "Intervals over problems")
 
@@ -317,22 +319,27 @@ def _points(value: float) -> str:
     return f"{100 * value:+.1f}".replace("-", "−")
 
 
+def _p_text(d: metrics.Difference) -> str:
+    return f", exact p = {d.p_value:.2g}" if d.p_value is not None else ""
+
+
 def difference_summary(a: str, b: str, diffs: dict[str, metrics.Difference], n: int) -> str:
     """One pair's differences in a sentence: where one is ahead, and what cannot be told apart."""
     ahead = [(key, d) for key, d in diffs.items() if d.distinguishable]
     level = [metrics.metric_label(key) for key, d in diffs.items() if not d.distinguishable]
     if not ahead:
-        return (f"{a} and {b} are not distinguishable on these {n} problems: every difference's 95% "
-                "interval holds 0.")
+        return (f"{a} and {b} are not distinguishable on these {n} problems: no difference passes "
+                "its test (McNemar's exact test for shares of problems, else the 95% interval holds 0).")
     said = []
     for lead in (a, b):
         mine = [f"{metrics.metric_label(key)} ({_points(d.difference)} points, 95% interval "
-                f"{_points(d.low)} to {_points(d.high)})" for key, d in ahead if (d.difference > 0) == (lead == a)]
+                f"{_points(d.low)} to {_points(d.high)}{_p_text(d)})" for key, d in ahead
+                if (d.difference > 0) == (lead == a)]
         if mine:
             said.append(f"{lead} ahead on " + ", ".join(mine))
     text = f"{a} − {b} on these {n} problems: " + "; ".join(said)
     if level:
-        text += f"; not distinguishable on these {n} problems on {', '.join(level)} (each interval holds 0)"
+        text += f"; not distinguishable on these {n} problems on {', '.join(level)}"
     return text + "."
 
 
@@ -353,8 +360,10 @@ def differences_table(found: list[dict[str, Any]]) -> Table:
     note = (f"Each cell: the first model's share minus the second's, in points, over the same {n} "
             "problems (a problem a model never tried counts as a failure for it), with its 95% "
             f"paired bootstrap interval ({metrics.RESAMPLES} resamples of the problems, a fixed seed). "
-            "A bold difference's interval leaves out 0; a plain one holds 0: not distinguishable on "
-            f"these {n} problems.")
+            "For fast_p and other shares of problems, McNemar's exact test on the problems where the "
+            "two differ decides (the bootstrap is narrow when only a few differ). "
+            "A bold difference is one model ahead; a plain one: not distinguishable on these "
+            f"{n} problems.")
     return Table("differences", "Paired differences", columns, rows, note=note)
 
 

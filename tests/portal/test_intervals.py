@@ -6,6 +6,7 @@ the `pkb` client)."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from typing import Any
@@ -15,7 +16,8 @@ import pytest
 from portal.leaderboards import metrics
 from portal.leaderboards.metrics import (BOOTSTRAP, WILSON, Attempt, bootstrap_interval, mean_interval,
                                          metric_keys, metric_values, paired_bootstrap_interval,
-                                         paired_differences, score_model, wilson_interval)
+                                         mcnemar_exact_p, paired_differences, score_model,
+                                         wilson_interval)
 
 from .conftest import a_result
 from .test_browser import browser, page  # noqa: F401  (the shared headless Chromium fixtures)
@@ -96,6 +98,39 @@ def test_pairing_tells_apart_what_two_separate_intervals_cannot() -> None:
     assert 0.0 < low < 0.2 < high
 
 
+
+
+def test_mcnemars_exact_p_value_on_values_worked_out_by_hand() -> None:
+    # Of m problems that differ, a alone solved s: 2 x P(Bin(m, 1/2) <= min(s, m - s)), at most 1.
+    assert mcnemar_exact_p(5, 0) == 2 / 32 and mcnemar_exact_p(6, 0) == 2 / 64
+    assert mcnemar_exact_p(4, 0) == 0.125 and mcnemar_exact_p(0, 4) == 0.125
+    assert mcnemar_exact_p(7, 4) == min(1.0, 2 * sum(math.comb(11, k) for k in range(5)) / 2 ** 11)
+    assert mcnemar_exact_p(3, 3) == 1.0 and mcnemar_exact_p(0, 0) == 1.0
+
+
+def test_a_share_of_problems_is_told_apart_by_the_exact_test_not_the_narrow_bootstrap() -> None:
+    # 40 problems, 10 solved by both; a alone solves ``only_a``, b alone ``only_b``. The paired
+    # bootstrap's interval left out 0 from 4 of a alone (p = 0.125): the exact test decides.
+    slugs = sorted(PROBLEMS)
+    for only_a, only_b, apart in ((4, 0, False), (5, 0, False), (6, 0, True), (7, 1, False), (8, 1, True), (7, 4, False)):
+        a_solves = slugs[:10 + only_a]
+        b_solves = slugs[:10] + slugs[10 + only_a:10 + only_a + only_b]
+        a = score_model("a", [ran("a", slug, True, 1.5) for slug in a_solves], PROBLEMS, intervals=True)
+        b = score_model("b", [ran("b", slug, True, 1.5) for slug in b_solves], PROBLEMS, intervals=True)
+        fast_1 = paired_differences(a, b, slugs)["fast_1"]
+        assert fast_1.difference == pytest.approx((only_a - only_b) / 40)
+        assert fast_1.p_value == mcnemar_exact_p(only_a, only_b) and fast_1.method == metrics.EXACT
+        assert fast_1.distinguishable is apart, (only_a, only_b)
+        if (only_a, only_b) == (4, 0):
+            assert fast_1.low > 0  # the bootstrap alone would have called it
+    # A mean of fractional estimates has no exact test here: its interval decides.
+    halves = [ran("h", slug, True, 1.5) for slug in slugs] + [ran("h", slug, False) for slug in slugs]
+    h = score_model("h", halves, PROBLEMS, intervals=True)
+    none = score_model("z", [], PROBLEMS, intervals=True)
+    pass_1 = paired_differences(h, none, slugs)["pass_at_1"]
+    assert pass_1.p_value is None and pass_1.method == BOOTSTRAP
+    assert pass_1.distinguishable == (not pass_1.low <= 0 <= pass_1.high) is True
+
 PROBLEMS = {f"p{i:02d}": ["tensor"] for i in range(40)}
 
 
@@ -146,6 +181,7 @@ def test_paired_differences_say_in_words_who_is_ahead_or_that_they_cannot_be_tol
     assert metrics.difference_words(fast_2, "a", "b") == "not distinguishable on these 40 problems"
     same = paired_differences(a, a, slugs)
     assert all(not d.distinguishable and (d.low, d.high) == (0.0, 0.0) for d in same.values())
+    assert fast_1.method == metrics.EXACT and fast_1.p_value == mcnemar_exact_p(7, 0)
 
 
 def test_metric_labels() -> None:
@@ -159,8 +195,10 @@ def test_metric_labels() -> None:
 
 @pytest.fixture
 def board(db: None, owner: Any, gpu_hardware: Any) -> dict[str, Any]:
-    """Ten problems on the GPU profile. ``ahead`` solves 6 of them at 1.5x; ``behind`` the same
-    first 2 at 1.5x and nothing else; ``twin`` exactly what ``behind`` does."""
+    """Ten problems on the GPU profile. ``ahead`` solves 8 of them at 1.5x; ``behind`` the same
+    first 2 at 1.5x and nothing else; ``twin`` exactly what ``behind`` does. Six problems that
+    ahead alone solves are the fewest that tell two models apart (McNemar: p = 0.031; five,
+    0.0625)."""
     from portal.catalog.models import Problem, ProblemVersion
 
     problems = []
@@ -172,7 +210,7 @@ def board(db: None, owner: Any, gpu_hardware: Any) -> dict[str, Any]:
                                       signature="def solution(x, *, group):", details={})
         problems.append(p)
     for i, p in enumerate(problems):
-        if i < 6:
+        if i < 8:
             a_result(owner, "ahead", gpu_hardware, p, speedup=1.5)
         if i < 2:
             a_result(owner, "behind", gpu_hardware, p, speedup=1.5)
@@ -189,8 +227,8 @@ def test_the_model_board_api_gives_each_share_with_its_interval(anonymous_api: A
     rows = {r["model"]: r for r in body["models"]}
     n = body["problems"]
     ahead = rows["ahead"]
-    assert (ahead["fast_1"], ahead["problems"]) == (6 / n, n)
-    assert (ahead["fast_1_low"], ahead["fast_1_high"]) == pytest.approx(wilson_interval(6, n))
+    assert (ahead["fast_1"], ahead["problems"]) == (8 / n, n)
+    assert (ahead["fast_1_low"], ahead["fast_1_high"]) == pytest.approx(wilson_interval(8, n))
     for key in metric_keys():  # the old field stays, the ends beside it
         assert ahead[f"{key}_low"] <= ahead[key] <= ahead[f"{key}_high"], key
     assert rows["behind"]["pass_at_1"] == 2 / n  # two of ten tries right, one try a problem
@@ -202,7 +240,7 @@ def test_the_model_board_api_gives_each_share_with_its_interval(anonymous_api: A
 def test_the_model_board_page_shows_each_interval_under_its_share(client: Any, board: dict[str, Any]) -> None:
     page = client.get("/leaderboard/", {"hardware": board["hardware"].slug}).content.decode()
     n = len(metrics_problems(board))
-    low, high = wilson_interval(6, n)
+    low, high = wilson_interval(8, n)
     assert f'<span class="interval">[{100 * low:.0f}–{100 * high:.0f}]</span>' in page
     assert f"95% interval over the {n} problems: {100 * low:.1f}% to {100 * high:.1f}% (Wilson score interval)" in page
 
@@ -222,17 +260,19 @@ def test_the_compare_api_gives_paired_differences_in_numbers_and_words(anonymous
     pairs = {(p["a"], p["b"]): p for p in body["differences"]}
     assert set(pairs) == {("ahead", "behind"), ("ahead", "twin"), ("behind", "twin")}
     fast_1 = pairs[("ahead", "behind")]["metrics"]["fast_1"]
-    assert fast_1["difference"] == pytest.approx(4 / n) and fast_1["low"] > 0 and fast_1["distinguishable"]
+    assert fast_1["difference"] == pytest.approx(6 / n) and fast_1["low"] > 0 and fast_1["distinguishable"]
+    assert fast_1["method"] == metrics.EXACT and fast_1["p_value"] == 2 / 64
     assert fast_1["words"] == f"ahead ahead of behind on these {n} problems"
     twins = pairs[("behind", "twin")]
     assert all(m["difference"] == 0 and not m["distinguishable"] for m in twins["metrics"].values())
-    assert twins["summary"] == (f"behind and twin are not distinguishable on these {n} problems: every "
-                                "difference's 95% interval holds 0.")
+    assert twins["summary"] == (f"behind and twin are not distinguishable on these {n} problems: no "
+                                "difference passes its test (McNemar's exact test for shares of problems, "
+                                "else the 95% interval holds 0).")
     assert "not distinguishable on these" in pairs[("ahead", "behind")]["summary"]  # fast_2: both 0
     # pass@1: behind tried 10 problems once each, twin 2: behind's 8 failures cost it nothing
     assert twins["metrics"]["pass_at_1"]["difference"] == 0
     intervals = body["charts"]["fast_p_intervals"]["ahead"]
-    assert intervals["p"] == list(metrics.FAST_P) and intervals["low"][2] == pytest.approx(wilson_interval(6, n)[0])
+    assert intervals["p"] == list(metrics.FAST_P) and intervals["low"][2] == pytest.approx(wilson_interval(8, n)[0])
 
 
 @pytest.mark.django_db
@@ -252,7 +292,7 @@ def test_the_compare_page_shows_the_differences_table_chart_and_words(client: An
                                                "table": "differences", "models": ["ahead", "behind"]})
     head, row = csv.content.decode().splitlines()[:2]
     assert head.startswith("pair,problems,fast_0,fast_0_low,fast_0_high,")
-    assert row.startswith(f"ahead − behind,{n},0.4,")
+    assert row.startswith(f"ahead − behind,{n},0.6,")
     # one model: nothing to pair, no differences shown
     alone = client.get("/leaderboard/compare/", {"hardware": board["hardware"].slug, "models": ["ahead"]})
     assert 'id="chart-differences"' not in alone.content.decode()
