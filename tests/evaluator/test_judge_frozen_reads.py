@@ -1,5 +1,6 @@
 """The judge reads a block's last outputs and inputs only while the candidate stands frozen, and
-checks afterwards that none of its threads ran meanwhile (judge/driver.py ``check_stood_frozen``)."""
+checks afterwards that none of its threads ran meanwhile (judge/driver.py ``check_stood_frozen``);
+every reading from the candidate's freeze to its thaw is held to the one before (``read_still``)."""
 
 from __future__ import annotations
 
@@ -23,15 +24,23 @@ class Threads:
 
 def judge_after_freeze(side: Threads) -> SimpleNamespace:
     state = SimpleNamespace(frozen_run=None)
+    state.read_still = lambda *args: Judge.read_still(state, *args)  # type: ignore[arg-type]
     state.frozen_run = (side, side.thread_run_ns())  # as run_calls records it once the side is frozen
     return state
 
 
-def test_threads_that_did_not_run_pass_and_the_reading_is_used_once() -> None:
-    state = judge_after_freeze(Threads({(10, 10): 5_000, (10, 11): 7}, {(10, 10): 5_000, (10, 11): 7}))
+def test_threads_that_did_not_run_pass_and_each_reading_is_the_next_ones_base() -> None:
+    still = {(10, 10): 5_000, (10, 11): 7}
+    side = Threads(still, dict(still), dict(still), {(10, 10): 5_000, (10, 11): 8})
+    state = judge_after_freeze(side)
     Judge.check_stood_frozen(state, "timed block 3")  # type: ignore[arg-type]
-    assert state.frozen_run is None
-    Judge.check_stood_frozen(state, "timed block 3")  # type: ignore[arg-type]  # nothing recorded: nothing to check
+    assert state.frozen_run == (side, still)
+    # The next reading (before the reference's block, say) is held to this one: the window
+    # between them is read too (the seventh red-team pass found two such windows unread).
+    Judge.read_still(state, side, "before the reference's timed block 4", "gain")  # type: ignore[arg-type]
+    with pytest.raises(DrivenFailure) as raised:
+        Judge.read_still(state, side, "before their timed block 5", "gain")  # type: ignore[arg-type]
+    assert "ran for 1 ns before their timed block 5" in raised.value.failure["message"]
 
 
 @pytest.mark.parametrize("after", [{(10, 10): 5_001, (10, 11): 7},  # a microsecond's work is work

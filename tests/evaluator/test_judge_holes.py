@@ -227,10 +227,11 @@ def test_a_process_that_continues_itself_while_frozen_is_caught():
             missed.append(report["timing"]["speedup"])
             continue
         assert report["failure"]["failure_class"] == "protocol_violation", report["failure"]
-        # Seen beside a reference block, or in the candidate's own windows after its answers,
-        # while the judge read its outputs (check_stood_frozen): either way it ran while stopped.
+        # Seen beside a reference block, in the candidate's own windows after its answers while
+        # the judge read its outputs, or between those and the next thaw (read_still): either way
+        # it ran while stopped.
         message = report["failure"]["message"]
-        assert "while they stood stopped, during the reference's" in message or "after they were stopped" in message
+        assert "while they stood stopped" in message or "after they were stopped" in message, message
         break
     else:
         pytest.fail(f"three runs, none caught: speedups {missed}")
@@ -322,12 +323,12 @@ def test_a_process_that_runs_under_a_ms_beside_the_reference_is_caught():
     report = run("spins_under_the_margin")
     assert report["verdict"] == "fail", (report.get("timing") or {}).get("speedup")
     assert report["failure"]["failure_class"] == "protocol_violation", report["failure"]
-    # Where its timer fires depends on the host's load: beside a reference block, or already while
-    # the judge read the candidate's own block (fresh clone under load, 2026-11-29). Either is a
-    # stopped side that ran, caught by the same reading of its threads.
+    # Where its timer fires depends on the host's load: beside a reference block, while the judge
+    # read the candidate's own block (fresh clone under load, 2026-11-29), or between the two; every
+    # reading from the candidate's freeze to its thaw is held to the one before (read_still), so
+    # no window is unread (it passed at 1.39x once in a full run before, the seventh pass).
     message = report["failure"]["message"]
-    assert ("while they stood stopped, during the reference's" in message
-            or "after they were stopped at the end of timed block" in message), message
+    assert "while they stood stopped" in message or "after they were stopped" in message, message
 
 
 # -- the sixth red-team pass (2026-11-28) ---------------------------------------------------------
