@@ -122,9 +122,9 @@ class EvalConfig:
     # GPUs only: "outside" runs the judge outside the ranks as on CPU (docs/judge.md; being
     # measured); "ranks" keeps the in-rank judge.
     gpu_judge: str = "ranks"
-    # CPU only: "outside" (the default, and what the portal runs) or "ranks", the judge GPUs run
-    # by default, here so that the suite can cover that path on machines with no GPU; its
-    # reports say which judge ran and score nothing the portal keeps.
+    # CPU only: "outside" (the default; the portal's workers never ask for another) or "ranks",
+    # the judge GPUs run by default, here so that the suite can cover that path on machines with
+    # no GPU; the report's timing.method says which judge ran.
     cpu_judge: str = "outside"
     # The judge outside: "call" releases a block's inputs one call at a time (no block can be
     # batched; a round trip per call); "block" releases them all before the block (no round trip;
