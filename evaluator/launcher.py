@@ -354,7 +354,8 @@ class SideRun(SideDiagnosis):
             if all_exited or now - self.first_problem_at > self.limits.error_grace_s:
                 self.failure = self._failure_from_problems()
         else:
-            if self.box is not None and any(s.builds_allowed and s.deadline is not None for s in self.ranks):
+            if self.box is not None and self.busy_watch.due() \
+                    and any(s.builds_allowed and s.deadline is not None for s in self.ranks):
                 # A trial that may build: the samples _overdue will judge the side's work on.
                 self.busy_watch.note(self.box.process_ids())
             over_total = now - self.started > self.limits.total_s

@@ -149,7 +149,7 @@ def check_stood_still(before: dict[tuple[int, int], int], after: dict[tuple[int,
     passed over it: helpers continued by their own SIGCONT timers starved the reference's start-up
     for 22 s and exited before the second reading, unread, and the evaluation's time ran out in
     the reference's blocks as our harness_error (red team, starves_the_reference_start_while_frozen).
-    Around the reference's blocks ``ended_since`` was read already; this covers every caller."""
+    Every reading of a stopped candidate comes here (``Judge.read_still``, the reference's start-up)."""
     if (ended := ended_since(before, after)):
         raise DrivenFailure("candidate", make_failure(
             FailureClass.PROTOCOL_VIOLATION,
@@ -240,10 +240,9 @@ class Judge:
         # there would cost the judge time on the reference's clock.
         watched = other if other is not None and side == "reference" else None
         frozen_cpu = watched.cpu_seconds() if watched is not None else 0.0
-        frozen_run: dict[tuple[int, int], int] = {}
         if watched is not None:
-            frozen_run = self.read_still(watched, f"while they stood stopped, before the reference's {what}",
-                                         "work that escapes the freeze runs beside the other side")
+            self.read_still(watched, f"while they stood stopped, before the reference's {what}",
+                            "work that escapes the freeze runs beside the other side")
         elif side == "candidate":
             # Read before the clock starts: the candidate stood still since its last freeze, up to
             # this thaw (the window after the reference's last reading went unread before).
@@ -311,17 +310,9 @@ class Judge:
                 FailureClass.PROTOCOL_VIOLATION,
                 f"the candidate's processes used {used * 1e3:.0f} ms of processor while they stood stopped, "
                 f"during the reference's {what} (work that escapes the freeze runs beside the other side)"))
-        after_run = watched.thread_run_ns() if watched is not None else {}
-        if watched is not None and (ended := ended_since(frozen_run, after_run)):
-            raise DrivenFailure("candidate", make_failure(
-                FailureClass.PROTOCOL_VIOLATION,
-                f"{ended} of the candidate's threads ended while they stood stopped, during the reference's "
-                f"{what} (a process killed by a timer it armed, say: its exit runs beside the other side)"))
-        if watched is not None:
-            check_stood_still(frozen_run, after_run, FROZEN_RUN_NS,
-                              f"while they stood stopped, during the reference's {what}",
-                              "work that escapes the freeze runs beside the other side")
-            self.frozen_run = (watched, after_run)
+        if watched is not None:  # threads that ran or ended beside the reference's block
+            self.read_still(watched, f"while they stood stopped, during the reference's {what}",
+                            "work that escapes the freeze runs beside the other side", FROZEN_RUN_NS)
         if (twice := answered_twice(run)) is not None:
             raise DrivenFailure(side, twice)
         if by_block:
@@ -350,9 +341,10 @@ class Judge:
                             f"after they were stopped at the end of {what}, while the judge read its outputs",
                             "work after the answer, off the clock")
 
-    def read_still(self, run: SideRun, when: str, gain: str) -> dict[tuple[int, int], int]:
+    def read_still(self, run: SideRun, when: str, gain: str, limit_ns: int = FROZEN_READ_RUN_NS) -> None:
         """Read the candidate's threads and hold them to the reading before, since its freeze
-        (``check_stood_still``, at FROZEN_READ_RUN_NS); this reading becomes the next one's base.
+        (``check_stood_still``: none may have run ``limit_ns`` or ended); this reading becomes the
+        next one's base.
 
         Readings taken only around the reference's blocks and the judge's reads left two windows
         unread: from the judge's reads after a candidate block to the reference block's first
@@ -361,9 +353,8 @@ class Judge:
         at 1.39x once in a full run of the suite)."""
         now = run.thread_run_ns()
         if self.frozen_run is not None and self.frozen_run[0] is run:
-            check_stood_still(self.frozen_run[1], now, FROZEN_READ_RUN_NS, when, gain)
+            check_stood_still(self.frozen_run[1], now, limit_ns, when, gain)
         self.frozen_run = (run, now)
-        return now
 
     # -- what the judge reads back ------------------------------------------------------------
     def check_inputs(self, written: list[list[WrittenCall]], what: list[str]) -> None:

@@ -109,7 +109,7 @@ class BusyWatch:
     works, and an answer read from an older window let a rank that had fallen asleep run on: CI
     (2026-11-28) saw a rank asleep for 3.5 s pass a 2 s step limit, because the first reading
     spanned the side's whole start and a later one reused it. So the launcher notes samples while
-    such a trial runs (``note``), and ``busy()`` compares a fresh sample with the latest one at
+    such a trial runs (``due``, ``note``), and ``busy()`` compares a fresh sample with the latest one at
     least WINDOW_S old.
 
     A window's work is the sum of each process's increase, never a difference of totals: when a
@@ -123,11 +123,14 @@ class BusyWatch:
     def __init__(self) -> None:
         self.samples: deque[tuple[float, dict[int, float]]] = deque()
 
-    def note(self, pids: list[int], force: bool = False) -> None:
-        """Take a sample, unless the last one is younger than NOTE_EVERY_S (and not ``force``)."""
+    def due(self) -> bool:
+        """Whether the last sample is NOTE_EVERY_S old: asked before the side's processes are
+        listed, which is a walk of /proc, on a launcher's poll every few milliseconds."""
+        return not self.samples or time.monotonic() - self.samples[-1][0] >= NOTE_EVERY_S
+
+    def note(self, pids: list[int]) -> None:
+        """Take a sample of these processes' CPU time now."""
         now = time.monotonic()
-        if not force and self.samples and now - self.samples[-1][0] < NOTE_EVERY_S:
-            return
         self.samples.append((now, cpu_seconds(pids)))
         # Keep the latest sample at least a window old (the next baseline) and all after it.
         while len(self.samples) > 2 and self.samples[1][0] <= now - WINDOW_S:
@@ -138,7 +141,7 @@ class BusyWatch:
         old (the oldest, if none is that old) and now. With no earlier sample, it did not: the
         judge has seen nothing it could call work."""
         earlier = list(self.samples)
-        self.note(pids, force=True)
+        self.note(pids)
         now, sample = self.samples[-1]
         old = [entry for entry in earlier if entry[0] <= now - WINDOW_S]
         base = old[-1] if old else (earlier[0] if earlier else None)

@@ -74,7 +74,7 @@ def test_a_side_that_worked_then_fell_asleep_is_idle_as_soon_as_a_whole_window_i
         time.sleep(WINDOW_S * 1.5)  # burning all along
         stop_child.touch()
         _wait_for(lambda: descendants([rank.pid]) == [rank.pid], "the rank to reap its child")
-        watch.note([rank.pid], force=True)
+        watch.note([rank.pid])
         time.sleep(WINDOW_S + 0.1)  # a whole window asleep
         assert not watch.busy([rank.pid]), "the work before the last window bought nothing"
         assert not watch.busy([rank.pid]), "and asking again at once reads the same"
