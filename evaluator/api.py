@@ -98,9 +98,12 @@ class Evaluation:
         self.problem.check_setting(config.world_size, config.size, self.dtype)
         if config.trials < 1:
             raise ValueError(f"--trials must be at least 1 (5 is the default), not {config.trials}")
-        if config.device == "cuda" and torch.cuda.device_count() < config.world_size:
-            raise ValueError(f"world size {config.world_size} needs {config.world_size} GPUs; "
-                             f"this host has {torch.cuda.device_count()}")
+        if config.share_gpu and config.device != "cuda":
+            raise ValueError("--share-gpu puts every rank on one GPU: it needs --device cuda")
+        if torch.cuda.device_count() < config.gpus_needed:
+            raise ValueError(f"world size {config.world_size} needs {config.gpus_needed} GPUs; "
+                             f"this host has {torch.cuda.device_count()} (--share-gpu tests the GPU path "
+                             "on one, with times that measure nothing)")
         if config.sandbox and (reason := unavailable_reason()) is not None:
             raise ValueError(f"this host cannot confine candidate code ({reason}); see docs/sandbox.md, "
                              "or pass --no-sandbox (EvalConfig(sandbox=False)) to run it unconfined")
@@ -124,7 +127,8 @@ class Evaluation:
                         if config.timing else None)
         self.pinning = rank_cpus(config.world_size) if config.device == "cuda" and self.timing else None
         self.maker = InputMaker(self.problem, config.world_size, config.size, self.dtype, tuple(self.salts),
-                                device=config.device, secret=self.seed_secret)
+                                devices=tuple(config.rank_device(r) for r in range(config.world_size)),
+                                secret=self.seed_secret)
         self.started_at = _now()
         self.started_clock = time.monotonic()
         self.phases = PhaseClock()  # the judged path's phases (report wall_time.phases_s)
@@ -151,7 +155,7 @@ class Evaluation:
         }
         return {
             "side": side, "world_size": self.config.world_size, "device": self.config.device,
-            "backend": "nccl" if self.config.device == "cuda" else "gloo",
+            "backend": self.config.backend,
             "solution_path": str(self.config.solution_path.resolve()) if side == "candidate" else None,
             "out_dir": str(out_dir), "tasks": [task],
             "threads": max(1, cpus // self.config.world_size),
@@ -237,7 +241,7 @@ class Evaluation:
         return self.config.gpu_judge == "outside"
 
     def buffer_device(self, rank: int) -> str:
-        return "cpu" if self.config.device == "cpu" else f"cuda:{rank}"
+        return self.config.rank_device(rank)
 
     def run(self) -> Report:
         static = static_failure(self.source)
@@ -279,7 +283,8 @@ class Evaluation:
         outputs_dir = workdir / "candidate"
         outputs_dir.mkdir(exist_ok=True)
         step_s = self.config.limits.step_s
-        quiet = DeviceQuiet(list(range(self.config.world_size))) if self.config.device == "cuda" else None
+        gpus = sorted({self.config.rank_gpu(r) for r in range(self.config.world_size)})
+        quiet = DeviceQuiet(gpus) if self.config.device == "cuda" else None
         # What the judge may keep of the candidate's outputs (its copies live in host memory, outside
         # the candidate's limits): every trial's and drawn call's, each within the honest bound.
         keep_budget = disk_for_outputs(self.config.resources.disk_bytes, self.config.trials + CHECKED_CALLS,
@@ -429,7 +434,7 @@ class Evaluation:
         for run in (candidate_run, reference_run):
             if run.begin() is not None:
                 return self.report(run.failure, [], None, candidate_run.end(), reference_run.end())
-        gpus = clocks.visible_gpus(self.config.world_size) if self.config.device == "cuda" else []
+        gpus = clocks.visible_gpus(self.config.gpus_needed)
         timer = PairedTimer(candidate_run, reference_run, self.timing, step_s=self.config.limits.step_s,
                             snapshot=(lambda: clocks.snapshot(gpus)) if gpus else None,
                             clock="ranks" if self.config.device == "cuda" else "parent")
@@ -504,8 +509,8 @@ class Evaluation:
         """Where rank ``rank``'s outputs are judged: its own GPU when the parent sees it (the
         comparison is a few memory-bound passes over each output: a 64 MiB output took 3.3 s on
         a 2-core host's processor), else the processor."""
-        if self.config.device == "cuda" and torch.cuda.is_available() and rank < torch.cuda.device_count():
-            return torch.device("cuda", rank)
+        if self.config.device == "cuda" and torch.cuda.is_available() and self.config.rank_gpu(rank) < torch.cuda.device_count():
+            return torch.device("cuda", self.config.rank_gpu(rank))
         return torch.device("cpu")
 
     def judge(self, workdir: Path, timed_calls: Sequence[int] = (),
@@ -576,7 +581,7 @@ class Evaluation:
             problem={"slug": self.problem.slug, "id": self.problem.id, "version": problems.version(self.problem)},
             setting={"world_size": self.config.world_size, "size": self.config.size,
                      "dtype": dtype_name(self.dtype), "device": self.config.device,
-                     "backend": "nccl" if self.config.device == "cuda" else "gloo",
+                     "backend": self.config.backend,
                      "trials": self.config.trials},
             solution={"sha256": hashlib.sha256(self.source).hexdigest(), "bytes": len(self.source)},
             verdict="pass" if failure is None else "fail",

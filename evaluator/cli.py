@@ -48,6 +48,9 @@ def _add_candidate_run(p: Any, problem_help: str, what: str) -> None:
     p.add_argument("--gpu-align", choices=("host", "device"), default="host",
                    help="GPUs judged in the ranks: meet before each timed call at a host barrier (default) "
                         "or also on the GPU, so that every rank's window opens at once (docs/timing.md)")
+    p.add_argument("--share-gpu", action="store_true",
+                   help="GPUs: every rank on GPU 0, collectives over gloo: tests the GPU path's mechanisms on "
+                        "a host with one GPU; its times measure nothing (docs/judge.md)")
 
 
 def _add_eval(sub: Any) -> None:
@@ -118,7 +121,8 @@ def _config(args: argparse.Namespace, **extra: Any) -> EvalConfig:
                       hardware_profile=args.hardware,
                       limits=Limits(startup_s=args.startup_timeout, step_s=args.step_timeout),
                       sandbox=not args.no_sandbox, gpu_judge=args.gpu_judge, cpu_judge=args.cpu_judge,
-                      judge_release=args.judge_release, gpu_align=args.gpu_align, deadline_s=args.deadline,
+                      judge_release=args.judge_release, gpu_align=args.gpu_align, share_gpu=args.share_gpu,
+                      deadline_s=args.deadline,
                       **extra)
 
 

@@ -131,10 +131,29 @@ class EvalConfig:
     # a candidate may batch the block). docs/judge.md weighs the two; "call" is the default.
     judge_release: str = "call"
     gpu_align: str = "host"  # TimingConfig.gpu_align for GPU runs judged in the ranks
+    # GPUs only, a test of the GPU path's mechanisms on a host with one GPU: every rank on GPU 0,
+    # collectives over gloo (NCCL refuses two ranks on one GPU). Its times measure nothing (both
+    # sides' ranks take turns on one GPU and talk through host memory); no worker asks for it.
+    share_gpu: bool = False
     # Seconds the whole evaluation may take (a worker's deadline, inside its own kill); each side's
     # limit is cut to fit, so that running long ends in a diagnosis, not a kill from outside.
     deadline_s: Optional[float] = None
     workdir: Optional[Path] = None  # None: a fresh temporary directory, removed afterwards
+
+    @property
+    def backend(self) -> str:
+        return "nccl" if self.device == "cuda" and not self.share_gpu else "gloo"
+
+    @property
+    def gpus_needed(self) -> int:
+        return 0 if self.device == "cpu" else 1 if self.share_gpu else self.world_size
+
+    def rank_gpu(self, rank: int) -> int:
+        """The index of rank ``rank``'s GPU (of those visible)."""
+        return 0 if self.share_gpu else rank
+
+    def rank_device(self, rank: int) -> str:
+        return "cpu" if self.device == "cpu" else f"cuda:{self.rank_gpu(rank)}"
 
     def resolved_timing(self) -> TimingConfig:
         if self.timing_config is not None:

@@ -75,7 +75,7 @@ def _init(job: RankJob, rank: int, clock: _StartupClock):  # type: ignore[no-unt
         device = torch.device("cpu")
     store = dist.FileStore(job["store_path"], world_size)
     kwargs: dict[str, Any] = {}
-    if job["device"] == "cuda":
+    if job["backend"] == "nccl":
         kwargs["device_id"] = device  # eager NCCL init: communicators exist before the first trial
     dist.init_process_group(job["backend"], store=store, rank=rank, world_size=world_size,
                             timeout=datetime.timedelta(seconds=job["collective_timeout_s"]), **kwargs)

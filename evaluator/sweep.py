@@ -187,7 +187,7 @@ def run_sweep(config: EvalConfig, *, targets: Optional[Sequence[int]] = None, ba
         "schema": "pkb-sweep", "schema_version": SWEEP_SCHEMA_VERSION, "evaluator_version": __version__,
         "problem": {"slug": problem.slug, "id": problem.id, "version": problems.version(problem)},
         "setting": {"world_size": config.world_size, "device": config.device,
-                    "backend": "nccl" if config.device == "cuda" else "gloo",
+                    "backend": config.backend,
                     "dtype": dtype_name(resolve_dtype(problem, config.dtype)), "trials": config.trials,
                     "base": base or axis.base},
         "axis": {"param": axis.param, "collective": axis.collective, "bus_factor": factor,

@@ -32,11 +32,13 @@ class InputMaker:
     size: str
     dtype: torch.dtype
     salts: tuple[str, ...]
-    device: str = "cpu"  # cuda: on each rank's GPU, by the same generators its ranks would use
+    # Each rank's device ("cpu", or "cuda:N": its GPU, where the inputs are made by the same
+    # generators its ranks would use); none: every rank on the CPU.
+    devices: tuple[str, ...] = ()
     secret: str = ""  # mixed into every call's seed (secret_seed); the reference recomputes with the same
 
     def make(self, rank: int, seed: int) -> dict[str, Any]:
-        device = "cpu" if self.device == "cpu" else f"cuda:{rank}"
+        device = self.devices[rank] if self.devices else "cpu"
         case = self.problem.case(self.world_size, self.size, self.dtype, rank=rank,
                                  seed=secret_seed(seed, self.secret), device=device, salt=self.salts[rank])
         return self.problem.make_inputs(case)

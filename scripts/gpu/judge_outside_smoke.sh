@@ -4,11 +4,17 @@
 # of the all-reduce reference (its speedup must be 1), the one-shot symmetric-memory kernel, and a
 # candidate that answers before its GPU work is done (it must not score above 1 outside).
 #   scripts/gpu/judge_outside_smoke.sh            (repository root; OUT: where logs and reports go)
+#   SHARE_GPU=1 SIZE=small scripts/gpu/judge_outside_smoke.sh
+#                                                 (a host with one GPU: both ranks on it, over gloo,
+#                                                  --share-gpu; verdicts mean what they say, times nothing)
 # Prints one row per evaluation (judge, file, verdict, speedup [interval], wall s, calls per block,
 # GPU quiet) and packs the reports into $OUT/judge_smoke.tgz.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0,1}
+SHARED=(); [ -n "${SHARE_GPU:-}" ] && SHARED=(--share-gpu)
+if [ -n "${SHARE_GPU:-}" ]; then export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
+else export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0,1}; fi
+SIZE=${SIZE:-default}
 OUT=${OUT:-/tmp/pkb-out}
 PYTHON=${PYTHON:-python3}
 CAP=${CAP:-150}
@@ -18,8 +24,12 @@ printf '"""An exact copy of the all-reduce reference: its speedup must be 1."""\
   > "$WORK/all_reduce_reference_copy.py"
 RUNS=("outside:$WORK/all_reduce_reference_copy.py" "ranks:$WORK/all_reduce_reference_copy.py"
       "outside:solutions/symm_mem/all_reduce_one_shot.py" "ranks:solutions/symm_mem/all_reduce_one_shot.py"
-      "outside:solutions/broken/gpu_answers_before_done.py" "outside:$WORK/all_reduce_reference_copy.py")
-# SMOKE_RUNS="1 3 5" keeps those of the six (1-based), for a call shared with other work.
+      "outside:solutions/broken/gpu_answers_before_done.py" "outside:$WORK/all_reduce_reference_copy.py"
+      # A rank that rebuilds the problem's shared inputs from its job's seeds must fail its first
+      # trial under both judges (the in-rank judge's seed secret; the judge's own inputs outside).
+      "ranks:tests/evaluator/hostile/predicts_shared_inputs.py:fsdp-tp-swiglu-mlp"
+      "outside:tests/evaluator/hostile/predicts_shared_inputs.py:fsdp-tp-swiglu-mlp")
+# SMOKE_RUNS="1 3 5" keeps those of the eight (1-based), for a call shared with other work.
 if [ -n "${SMOKE_RUNS:-}" ]; then
   kept=(); for i in $SMOKE_RUNS; do kept+=("${RUNS[$((i - 1))]}"); done; RUNS=("${kept[@]}")
 fi
@@ -29,14 +39,16 @@ RELEASE=(); [ -n "${JUDGE_RELEASE:-}" ] && RELEASE=(--judge-release "$JUDGE_RELE
 MODEL=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -Eo 'H[0-9]{3}' | tr 'H' 'h')
 HARDWARE=()
 [ -n "$MODEL" ] && [ -f "hardware/$MODEL-x2-nvlink.json" ] && HARDWARE=(--hardware "$MODEL-x2-nvlink")
-echo "== $(date -u +%FT%TZ) judge_outside_smoke on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x2"
+echo "== $(date -u +%FT%TZ) judge_outside_smoke on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" \
+  "GPUs $CUDA_VISIBLE_DEVICES ${SHARED[*]} size $SIZE, commit $(git rev-parse --short HEAD 2>/dev/null)"
 i=0
 for run in "${RUNS[@]}"; do
-  judge=${run%%:*}; file=${run#*:}; i=$((i + 1))
+  judge=${run%%:*}; file=${run#*:}; problem=all-reduce; i=$((i + 1))
+  case "$file" in *:*) problem=${file##*:}; file=${file%:*};; esac
   name="$i-$judge-$(basename "$file" .py)"
   began=${EPOCHREALTIME/./}
-  timeout -k 10 "$CAP" "$PYTHON" -m evaluator.cli eval --problem all-reduce --solution "$file" --world-size 2 \
-    --device cuda --gpu-judge "$judge" "${RELEASE[@]}" "${HARDWARE[@]}" --json "$WORK/reports/$name.json" > "$WORK/reports/$name.log" 2>&1
+  timeout -k 10 "$CAP" "$PYTHON" -m evaluator.cli eval --problem "$problem" --solution "$file" --world-size 2 \
+    --device cuda --size "$SIZE" --gpu-judge "$judge" "${RELEASE[@]}" "${HARDWARE[@]}" "${SHARED[@]}" --json "$WORK/reports/$name.json" > "$WORK/reports/$name.log" 2>&1
   rc=$?
   wall=$(( (${EPOCHREALTIME/./} - began) / 1000000 ))
   tar -C "$WORK" -czf "$OUT/judge_smoke.tgz" reports  # after every run: a cap that cuts the lane keeps what ended
