@@ -295,13 +295,24 @@ class ConfinedBox:
         self.process = None
 
 
+def rank_host_id(pid: int) -> int:
+    """The host uid of a box's ranks: one of its own, different from every other box alive (the
+    other side's, another evaluation's), taken from the box's entry process id, unique while it
+    lives. The kernel counts some limits per host user, whatever the namespace: epoll watches
+    (fs.epoll.max_user_watches), pipe buffers (fs.pipe-user-pages-soft). With one id for both
+    sides' ranks, the candidate's ranks spent every epoll watch at import, the reference's gloo
+    could not watch its connections (ENOSPC), its rank died in its start-up, and a wrong
+    candidate ended as our harness_error (red team, exhausts_the_shared_uids_epoll_watches)."""
+    return SANDBOX_HOST_ID + 1 + pid
+
+
 def map_ids(pid: int) -> None:
     """Make the sandbox's root an unprivileged host id, and its ranks another one, so that no
     rank can touch the init (prlimit, signals and ptrace only check ids). Without root we can
     map only our own id: the init and the ranks then share it, and the init's remaining
     protection is its PID-1 status and its not being dumpable."""
     if os.geteuid() == 0:
-        ids = f"0 {SANDBOX_HOST_ID} 1\n{RANK_ID_INSIDE} {SANDBOX_HOST_ID + 1} 1\n"
+        ids = f"0 {SANDBOX_HOST_ID} 1\n{RANK_ID_INSIDE} {rank_host_id(pid)} 1\n"
         Path(f"/proc/{pid}/uid_map").write_text(ids)
         Path(f"/proc/{pid}/gid_map").write_text(ids)
         return

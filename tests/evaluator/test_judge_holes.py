@@ -477,3 +477,17 @@ def test_every_text_a_failure_carries_is_bounded_whatever_its_characters():
         size = len(json.dumps(failure).encode())
         assert size < 200_000, (name, size)
         assert failure["traceback"].endswith(text[-10:]) and failure["message"].startswith(text[:10]), name
+
+
+# -- the eighth red-team pass (2026-11-29) ------------------------------------------------------
+
+@pytest.mark.confined  # unconfined the ranks are the evaluator's own user: the attack does nothing there
+def test_a_per_user_kernel_limit_spent_by_the_candidate_is_not_the_references():
+    # Both sides' ranks ran as one host uid, and the kernel counts some limits per host user: at
+    # import the candidate's ranks spent every epoll watch of that user (fs.epoll.max_user_watches),
+    # the reference's gloo could not watch its connections (ENOSPC), its rank died of SIGABRT in its
+    # start-up, and a candidate that returns zeros ended as our harness_error. Each side's ranks
+    # now run as a host uid of their own.
+    report = run("exhausts_the_shared_uids_epoll_watches", timing=True)
+    assert report["verdict"] == "fail"
+    assert report["failure"]["failure_class"] == "value_mismatch", report["failure"]
