@@ -48,9 +48,9 @@ from .roofline import roofline
 from .sandbox import unavailable_reason
 from .hardware import clocks
 from .hardware.affinity import rank_cpus
-from .judge.buffers import RankBuffers, output_bound
-from .judge.driver import (FROZEN_RUN_NS, Judge, JudgedTimer, calls_per_block, check_stood_still,
-                           hold_budget, pass_probability_bound, phase_summary)
+from .judge.buffers import RankBuffers, heap_bytes, output_bound
+from .judge.driver import (FROZEN_RUN_NS, Judge, JudgedTimer, calls_per_block, check_host_tcp,
+                           check_stood_still, hold_budget, pass_probability_bound, phase_summary)
 from .judge.inputs import InputMaker, output_capacity, secret_seed
 from .judge.quiet import DeviceQuiet
 from .phase_clock import PhaseClock
@@ -270,7 +270,9 @@ class Evaluation:
         call_bytes, slot = self.call_bytes, self.slot_bytes
         shape = calls_per_block(self.timing, max(call_bytes), slot, self.config.device, self.config.judge_release)
         sides = ["candidate", "reference"] if self.timing is not None else ["candidate"]
-        buffers = {side: [RankBuffers(f"{side}{rank}", shape.ring, call_bytes[rank], slot, self.buffer_device(rank))
+        heap = self.heap_bytes(shape.calls)
+        buffers = {side: [RankBuffers(f"{side}{rank}", shape.ring, call_bytes[rank], slot, self.buffer_device(rank),
+                                      heap_bytes=heap)
                           for rank in range(self.config.world_size)] for side in sides}
         try:
             return self._run_judged(workdir, buffers, shape.calls)
@@ -278,6 +280,15 @@ class Evaluation:
             for side_buffers in buffers.values():
                 for rank_buffers in side_buffers:
                     rank_buffers.close()
+
+    def heap_bytes(self, calls: int) -> int:
+        """Each rank's output heap: on GPUs released by block, where outputs are read in place
+        after the block instead of copied into slots on the clock (shim/heap.py); else none.
+        (The CPU has no allocator to route a call's allocations into shared memory.)"""
+        if self.config.device != "cuda" or self.config.judge_release != "block":
+            return 0
+        traffic = self.problem.traffic(self.problem.setting(self.config.world_size, self.config.size, self.dtype))
+        return heap_bytes(calls, traffic.hbm_bytes)
 
     def _run_judged(self, workdir: Path, buffers: dict[str, list[RankBuffers]], calls: int) -> Report:
         outputs_dir = workdir / "candidate"
@@ -408,7 +419,8 @@ class Evaluation:
                                 "calls_per_block_max": calls,
                                 "block_ms": {side: phase_summary(phases) for side, phases in judge.phases.items()
                                              if phases},
-                                **({"gpu_quiet": quiet.describe()} if quiet is not None else {})}
+                                **({"gpu_quiet": quiet.describe()} if quiet is not None else {}),
+                                **({"outputs_read": outputs_read(buffers)} if self.heap_bytes(calls) else {})}
         return self.report(failure, trials, timing, candidate, reference)
 
     @staticmethod
@@ -417,6 +429,7 @@ class Evaluation:
         still continue itself (a SIGCONT it had a timer send) and starve the reference's start:
         the candidate's threads must not have run meanwhile, whether or not the reference came
         up (red team, wakes_itself_while_frozen)."""
+        check_host_tcp(candidate, "before the reference's start-up")
         before = candidate.thread_run_ns()
         try:
             if reference.begin() is not None:
@@ -562,7 +575,7 @@ class Evaluation:
         return scoring.score(paired, device=self.config.device, world_size=self.config.world_size,
                              target_half_width=self.timing.target_half_width, roofline=rl,
                              clocks=clock_check, pinning=self.pinning, align=self.gpu_align(),
-                             judge="outside" if self.judged else "ranks")
+                             judge="outside" if self.judged else "ranks", shared_gpu=self.config.share_gpu)
 
     def gpu_align(self) -> Optional[str]:
         """How the ranks met before each timed call, where the ranks time themselves (GPUs judged
@@ -625,6 +638,12 @@ def planted_in_reference_folders(workdir: Path, box_out: Optional[Path] = None) 
     return make_failure(FailureClass.PROTOCOL_VIOLATION,
                         "the reference's folders held files or links the reference had not made (only a candidate "
                         "process, running unconfined with the evaluator's rights, could have put them there)")
+
+
+def outputs_read(buffers: dict[str, list[RankBuffers]]) -> dict[str, int]:
+    """How the judge read the outputs it took, both sides: in place in the ranks' heaps, or copied
+    by the ranks into slots (an output outside the heap, or a candidate that reuses its outputs)."""
+    return {way: sum(b.outputs_read[way] for side in buffers.values() for b in side) for way in ("in_place", "copied")}
 
 
 def on_device(value: Any, device: torch.device) -> Any:

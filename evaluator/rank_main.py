@@ -204,7 +204,7 @@ def main() -> None:
     if len(sys.argv) > 7:
         from .shim.buffers import SharedBuffers
 
-        buffers = SharedBuffers(sys.argv[6], sys.argv[7])
+        buffers = SharedBuffers(sys.argv[6], sys.argv[7], sys.argv[8] if len(sys.argv) > 8 else None)
     run(job, rank, channel, commands, salt, buffers, seed_secret)
     sys.stdout.flush()
     sys.stderr.flush()

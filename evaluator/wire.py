@@ -17,6 +17,9 @@ import torch
 ALIGN = 64  # every tensor starts on a 64-byte boundary: any dtype's view of it is aligned
 HEADER_BYTES = 64 * 1024  # an output slot's header: 4 bytes of length, then JSON, then padding
 MAX_OUTPUTS = 64
+# An output entry's fifth field when its bytes were left in the rank's output heap (GPUs, released
+# by block: shim/heap.py): its offset is then into the heap, not the slot.
+IN_HEAP = "heap"
 _LENGTH = struct.Struct("<I")
 
 DTYPES = {str(d).removeprefix("torch."): d for d in (
@@ -37,7 +40,7 @@ def aligned(n: int) -> int:
 
 
 def encode_header(entries: list[list[Any]]) -> bytes:
-    """``[[dtype, shape, offset, nbytes], ...]`` as the slot's header bytes."""
+    """``[[dtype, shape, offset, nbytes(, IN_HEAP)], ...]`` as the slot's header bytes."""
     body = json.dumps({"outputs": entries}).encode()
     if _LENGTH.size + len(body) > HEADER_BYTES:
         raise ValueError(f"{len(entries)} outputs do not fit the {HEADER_BYTES}-byte header")

@@ -19,7 +19,7 @@ from typing import Any, Optional, Union
 import torch
 
 from ..shared_memory import SharedMemory, create
-from ..wire import DTYPES, HEADER_BYTES, MAX_OUTPUTS, aligned, dtype_name, header_length
+from ..wire import DTYPES, HEADER_BYTES, IN_HEAP, MAX_OUTPUTS, aligned, dtype_name, header_length
 
 
 def input_bytes(inputs: dict[str, Any]) -> int:
@@ -55,6 +55,19 @@ def bytes_differ(ours: torch.Tensor, theirs: torch.Tensor) -> torch.Tensor:
     return parts[0] if len(parts) == 1 else torch.stack(parts).any()
 
 
+# The rank's output heap (shim/heap.py): a block's outputs, each in the caching allocator's 2 MiB
+# segments, and room for temporaries; within a budget per rank and side. Sized from the problem's
+# HBM bytes (more than any reference's outputs but a few): a candidate whose allocations outgrow it
+# only pays the slot copy for what lands outside.
+HEAP_SEGMENT = 2 << 20
+HEAP_BUDGET_BYTES = 8 << 30
+
+
+def heap_bytes(calls: int, hbm_bytes: int) -> int:
+    per_call = -(-max(hbm_bytes, 1) // HEAP_SEGMENT) * HEAP_SEGMENT
+    return min(HEAP_BUDGET_BYTES, calls * per_call + 64 * HEAP_SEGMENT)
+
+
 # More dimensions than torch itself allows in practice: an output description with more is not ours.
 MAX_DIMS = 16
 
@@ -65,9 +78,10 @@ class OutputError(Exception):
 
 class RankBuffers:
     def __init__(self, name: str, calls: int, call_input_bytes: int, slot_bytes: int,
-                 device: str = "cpu") -> None:
+                 device: str = "cpu", heap_bytes: int = 0) -> None:
         """``calls``: regions and slots in the ring (call i uses i % calls); ``device``: ``cpu``,
-        or ``cuda:N`` for the GPU this rank runs on."""
+        or ``cuda:N`` for the GPU this rank runs on; ``heap_bytes``: an output heap the rank
+        allocates its calls' outputs from and the judge reads in place (shim/heap.py), or none."""
         self.calls = calls
         self.device = device
         self.region = aligned(max(call_input_bytes, 1))
@@ -78,18 +92,28 @@ class RankBuffers:
         self.max_output_bytes = output_bound(slot_bytes)
         self.input: SharedMemory = create(device, f"pkb-{name}-inputs", calls * self.region)
         self.output: SharedMemory = create(device, f"pkb-{name}-outputs", calls * self.slot_bytes)
+        self.heap: Optional[SharedMemory] = create(device, f"pkb-{name}-heap", heap_bytes) if heap_bytes else None
+        self.heap_spans: list[tuple[int, int, int]] = []  # (start, end, call) read in place this block
+        self.outputs_read = {"in_place": 0, "copied": 0}  # of the calls read, how their outputs came
 
-    def fds(self) -> tuple[int, int]:
-        return self.input.fd(), self.output.fd()
+    def _memories(self) -> list[SharedMemory]:
+        return [self.input, self.output] + ([self.heap] if self.heap is not None else [])
+
+    def fds(self) -> tuple[int, ...]:
+        return tuple(memory.fd() for memory in self._memories())
 
     def rank_args(self) -> list[str]:
         """How the rank finds its buffers: ``fd:size`` of each (a GPU descriptor has no size)."""
-        return [f"{memory.fd()}:{memory.size}" for memory in (self.input, self.output)]
+        return [f"{memory.fd()}:{memory.size}" for memory in self._memories()]
 
     def close_fds(self) -> None:
         """Once the rank has its own descriptors: ours are no longer needed (the maps stay)."""
-        self.input.close_fd()
-        self.output.close_fd()
+        for memory in self._memories():
+            memory.close_fd()
+
+    def new_block(self) -> None:
+        """The rank lets the last block's outputs in its heap go once it has this block's command."""
+        self.heap_spans = []
 
     def slot(self, call: int) -> int:
         return (call % self.calls) * self.slot_bytes
@@ -157,15 +181,23 @@ class RankBuffers:
             raise OutputError("the outputs' description is not the harness's") from None
         outputs, end, total = [], HEADER_BYTES, 0
         for entry in entries:
-            outputs.append(self._one_output(entry, base, end))
-            end = entry[2] + entry[3]
-            total += entry[3]
-            if total > self.max_output_bytes:
+            in_heap = isinstance(entry, list) and len(entry) == 5 and entry[4] == IN_HEAP
+            described = self._described(entry[:4] if in_heap else entry)
+            total += described[3]
+            if total > self.max_output_bytes:  # before a byte of it is read
                 raise OutputError(f"the outputs take more than {self.max_output_bytes} bytes, twice what any "
                                   "reference's outputs take for this problem and size")
+            if in_heap:
+                outputs.append(self._heap_output(described, call))
+            else:
+                outputs.append(self._one_output(described, base, end))
+                end = described[2] + described[3]
+            self.outputs_read["in_place" if in_heap else "copied"] += 1
         return outputs
 
-    def _one_output(self, entry: Any, base: int, after: int) -> torch.Tensor:
+    def _described(self, entry: Any) -> tuple[torch.dtype, list[int], int, int]:
+        """An output's dtype, shape, offset and bytes, each checked for what it is and for a
+        size the slot could hold, before anything is read."""
         try:
             dtype_key, shape, offset, nbytes = entry
             dtype = DTYPES[dtype_key]
@@ -182,8 +214,28 @@ class RankBuffers:
                 raise OutputError(f"an output's dimension {size} is more than the {self.slot_bytes - HEADER_BYTES} "
                                   "bytes this problem's outputs can take")
             numel *= size
-        itemsize = torch.empty((), dtype=dtype).element_size()
-        if numel * itemsize != nbytes or offset < after or offset + nbytes > self.slot_bytes:
+        if numel * torch.empty((), dtype=dtype).element_size() != nbytes:
+            raise OutputError(f"the outputs take more than the {self.slot_bytes - HEADER_BYTES} bytes "
+                              "this problem's outputs can take, or overlap")
+        return dtype, shape, offset, nbytes
+
+    def _heap_output(self, described: tuple[torch.dtype, list[int], int, int], call: int) -> torch.Tensor:
+        """Our copy of an output the rank left in its heap: inside the heap, and overlapping no
+        other output read in place this block (two calls cannot both be right in one place; one
+        of them would be judged by what a later call left there)."""
+        dtype, shape, offset, nbytes = described
+        if self.heap is None or nbytes == 0 or offset < 0 or offset + nbytes > self.heap.size:
+            raise OutputError("an output said to be in the heap lies outside it")
+        for start, end, other in self.heap_spans:
+            if offset < end and start < offset + nbytes:
+                raise OutputError(f"an output overlaps one of call {other}'s in the heap: each call's "
+                                  "outputs must be its own tensors, alive until the block ends")
+        self.heap_spans.append((offset, offset + nbytes, call))
+        return self.heap.view(offset, nbytes).clone().view(dtype).view(shape)
+
+    def _one_output(self, described: tuple[torch.dtype, list[int], int, int], base: int, after: int) -> torch.Tensor:
+        dtype, shape, offset, nbytes = described
+        if offset < after or offset + nbytes > self.slot_bytes:
             raise OutputError(f"the outputs take more than the {self.slot_bytes - HEADER_BYTES} bytes "
                               "this problem's outputs can take, or overlap")
         if nbytes == 0:
@@ -193,8 +245,8 @@ class RankBuffers:
 
     def close(self) -> None:
         self.close_fds()
-        self.input.close()
-        self.output.close()
+        for memory in self._memories():
+            memory.close()
 
 
 def _encode(value: Any) -> Union[dict[str, Any], list[Any], Any]:

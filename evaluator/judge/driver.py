@@ -36,6 +36,7 @@ from ..launcher import SideRun
 from ..paired import Block, DrivenFailure, PairedTimer, SideBlocks, answered_twice
 from ..report import FailureClass, make_failure
 from .buffers import OutputError, RankBuffers, WrittenCall
+from .host_tcp import starved_by
 from .inputs import InputMaker
 from .liveness import ended_since, ran_since
 from .quiet import DeviceQuiet
@@ -163,6 +164,14 @@ def check_stood_still(before: dict[tuple[int, int], int], after: dict[tuple[int,
             f"it had sent itself, say: {gain})"))
 
 
+def check_host_tcp(candidate: SideRun, when: str) -> None:
+    """The candidate's resource_limit if the sockets of its stopped processes hold so much of the
+    host's one pool of TCP memory that the reference would run starved beside them (red team,
+    fills_the_hosts_tcp_memory: judge/host_tcp.py)."""
+    if candidate.box is not None and (starved := starved_by(candidate.box.process_ids())) is not None:
+        raise DrivenFailure("candidate", make_failure(FailureClass.RESOURCE_LIMIT, f"{starved} ({when})"))
+
+
 class Judge:
     """Owns the buffers of both sides and speaks to their ranks only through commands."""
 
@@ -219,6 +228,8 @@ class Judge:
         self.block_id += 1
         block = self.block_id
         by_block = self.release == "block"
+        for rank_buffers in self.buffers[side]:
+            rank_buffers.new_block()  # the rank lets the last block's outputs in its heap go now
         # No barrier in the ranks ("align": False): a step only the harness takes is one the
         # candidate can delete from its own process and be scored faster for (red team,
         # skips_the_alignment). The judge holds the barrier instead: no rank gets call i + 1
@@ -243,6 +254,7 @@ class Judge:
         if watched is not None:
             self.read_still(watched, f"while they stood stopped, before the reference's {what}",
                             "work that escapes the freeze runs beside the other side")
+            check_host_tcp(watched, f"before the reference's {what}")
         elif side == "candidate":
             # Read before the clock starts: the candidate stood still since its last freeze, up to
             # this thaw (the window after the reference's last reading went unread before).

@@ -37,13 +37,18 @@ def serve_calls(runner: Any, buffers: SharedBuffers, commands: Any,
             # Released by block, every call's inputs are already in their regions: no word
             # to the judge between calls (docs/judge.md, judge_release).
             by_block = command.get("release") == "block"
+            buffers.new_block()
             for index, call in enumerate(calls):
                 if index and not by_block:
                     _wait_for_go(commands, block, index)
                 inputs = buffers.inputs(call["inputs"])
                 if call.get("align", True):
                     runner.align()
-                outputs = as_outputs(runner.call(inputs))
+                # Released by block on GPUs, the call allocates from the heap the judge reads
+                # in place (shim/heap.py); elsewhere there is none and nothing changes.
+                with buffers.allocating():
+                    result = runner.call(inputs)
+                outputs = as_outputs(result)
                 if not by_block:
                     synchronize()  # call by call, each call's work (side streams too) ends before its slot is written
                 buffers.write_outputs(outputs, int(call["slot"]), int(call["capacity"]))

@@ -22,14 +22,32 @@ WORK=$(mktemp -d /tmp/pkb-judge-smoke-XXXX)
 mkdir -p "$WORK/reports"
 printf '"""An exact copy of the all-reduce reference: its speedup must be 1."""\nfrom problems import get as _get\n\nsolution = _get("all-reduce").reference\n' \
   > "$WORK/all_reduce_reference_copy.py"
+# The reference's answer copied into one buffer kept across calls: honest, but each call overwrites
+# the last one's output; read in place (--judge-release block on GPUs) the shim must copy them.
+cat > "$WORK/all_reduce_reused_output.py" <<'PYEOF'
+"""The all-reduce reference, returning one buffer it rewrites every call."""
+import torch
+from problems import get as _get
+
+_reference = _get("all-reduce").reference
+_kept = []
+
+
+def solution(x, *, group):
+    out = _reference(x, group=group)
+    if not _kept or _kept[0].shape != out.shape or _kept[0].dtype != out.dtype:
+        _kept[:] = [torch.empty_like(out)]
+    return _kept[0].copy_(out)
+PYEOF
 RUNS=("outside:$WORK/all_reduce_reference_copy.py" "ranks:$WORK/all_reduce_reference_copy.py"
       "outside:solutions/symm_mem/all_reduce_one_shot.py" "ranks:solutions/symm_mem/all_reduce_one_shot.py"
       "outside:solutions/broken/gpu_answers_before_done.py" "outside:$WORK/all_reduce_reference_copy.py"
       # A rank that rebuilds the problem's shared inputs from its job's seeds must fail its first
       # trial under both judges (the in-rank judge's seed secret; the judge's own inputs outside).
       "ranks:tests/evaluator/hostile/predicts_shared_inputs.py:fsdp-tp-swiglu-mlp"
-      "outside:tests/evaluator/hostile/predicts_shared_inputs.py:fsdp-tp-swiglu-mlp")
-# SMOKE_RUNS="1 3 5" keeps those of the eight (1-based), for a call shared with other work.
+      "outside:tests/evaluator/hostile/predicts_shared_inputs.py:fsdp-tp-swiglu-mlp"
+      "outside:$WORK/all_reduce_reused_output.py")
+# SMOKE_RUNS="1 3 5" keeps those of the nine (1-based), for a call shared with other work.
 if [ -n "${SMOKE_RUNS:-}" ]; then
   kept=(); for i in $SMOKE_RUNS; do kept+=("${RUNS[$((i - 1))]}"); done; RUNS=("${kept[@]}")
 fi
@@ -72,7 +90,7 @@ print(f"{name:50s} {r.get('verdict', '?'):5s} {f.get('failure_class', ''):18s} {
       f"ms/call cand/ref {per_call} "
       f"stop {stop.get('reason')}/{stop.get('rounds')} blocks {t.get('block_calls')} "
       f"max/block {checks.get('calls_per_block_max')} quiet {checks.get('gpu_quiet')} "
-      f"blocks {checks.get('block_ms')} phases_s {(r.get('wall_time') or {}).get('phases_s')} "
+      f"blocks {checks.get('block_ms')} outputs_read {checks.get('outputs_read')} phases_s {(r.get('wall_time') or {}).get('phases_s')} "
       f"{(f.get('message') or '')[:300]}")
 PY
 done

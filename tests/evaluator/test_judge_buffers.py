@@ -252,3 +252,110 @@ def test_bytes_differ_sees_a_change_in_any_byte_words_and_tail(nbytes):
         theirs = ours.clone()
         theirs[where] ^= 1
         assert bool(bytes_differ(ours, theirs)), where
+
+
+@pytest.fixture
+def heap_pair():
+    """As ``pair``, with the rank's output heap (GPUs released by block; here a memory file, and
+    the rank's view of it standing in for the pool's allocations: shim/heap.py)."""
+    import os
+
+    from evaluator.shared_memory import attach
+    from evaluator.shim.heap import HeapRange
+
+    judge = RankBuffers("test", calls=3, call_input_bytes=4096, slot_bytes=8192, heap_bytes=1 << 16)
+    dups = [f"{os.dup(fd)}:{memory.size}" for fd, memory in zip(judge.fds(), (judge.input, judge.output, judge.heap))]
+    rank = SharedBuffers(*dups)
+    rank.map(torch.device("cpu"))  # the CPU has no pool: map() leaves the heap to the caller
+    fd, _, size = dups[2].partition(":")
+    rank.heap = HeapRange(attach("cpu", int(fd), int(size)))
+    yield judge, rank
+    judge.close()
+
+
+def heap_tensor(rank, offset: int, values: torch.Tensor) -> torch.Tensor:
+    """An output the candidate's call allocated in the heap, at ``offset``."""
+    nbytes = values.numel() * values.element_size()
+    out = rank.heap.memory.view(offset, nbytes).view(values.dtype).view(values.shape)
+    out.copy_(values)
+    return out
+
+
+def test_outputs_in_the_heap_are_read_where_they_lie_and_others_still_through_the_slot(heap_pair):
+    judge, rank = heap_pair
+    in_heap = heap_tensor(rank, 4096, torch.arange(12, dtype=torch.float32).view(3, 4))
+    elsewhere = torch.full((5,), 7, dtype=torch.int64)
+    rank.write_outputs([in_heap, elsewhere], judge.slot(0), judge.slot_bytes)
+    entries = json.loads(bytes(judge.output.view(judge.slot(0) + 4, HEADER_BYTES - 4).numpy()).split(b"\0")[0])
+    assert [e[-1] for e in entries["outputs"]] == ["heap", 40]  # the first left in place, the second copied
+    back = judge.read_outputs(0)
+    assert torch.equal(back[0], in_heap) and torch.equal(back[1], elsewhere)
+    in_heap.zero_()  # what the judge read is its own copy
+    assert back[0].sum() == 66
+
+
+def test_two_calls_outputs_in_one_place_are_refused_until_the_next_block(heap_pair):
+    """A shim that says two calls' outputs lie in one place (ours never does: it copies memory
+    returned twice) would have the judge read one call's answer for the other."""
+    judge, rank = heap_pair
+    rank.write_outputs([heap_tensor(rank, 8192, torch.ones(16))], judge.slot(0), judge.slot_bytes)
+    judge.read_outputs(0)
+    forged_heap_entry(judge, 1, ["float32", [16], 8192 + 32, 64, "heap"])
+    with pytest.raises(OutputError, match="overlaps one of call 0's"):
+        judge.read_outputs(1)
+    judge.new_block()
+    assert torch.equal(judge.read_outputs(1)[0][:8], torch.ones(8))
+
+
+def forged_heap_entry(judge, slot_call: int, entry: list) -> None:
+    body = json.dumps({"outputs": [entry]}).encode()
+    raw = struct.pack("<I", len(body)) + body
+    judge.output.view(judge.slot(slot_call), len(raw)).copy_(torch.frombuffer(bytearray(raw), dtype=torch.uint8))
+
+
+@pytest.mark.parametrize("entry, why", [
+    (["float32", [16], (1 << 16) - 32, 64, "heap"], "outside"),  # runs past the heap's end
+    (["float32", [16], -64, 64, "heap"], "outside"),
+    (["float32", [1 << 20], 0, 4 << 20, "heap"], "more than"),  # past what any output may take
+    (["float32", [16], 0, 60, "heap"], "more than"),  # bytes that are not the shape's
+])
+def test_a_forged_heap_entry_is_refused_before_the_judge_reads_it(heap_pair, entry, why):
+    judge, _ = heap_pair
+    forged_heap_entry(judge, 0, entry)
+    with pytest.raises(OutputError, match=why):
+        judge.read_outputs(0)
+
+
+def test_a_heap_entry_where_the_judge_made_no_heap_is_refused(pair):
+    judge, _ = pair
+    forged_heap_entry(judge, 0, ["float32", [16], 0, 64, "heap"])
+    with pytest.raises(OutputError, match="outside"):
+        judge.read_outputs(0)
+
+
+def test_the_heap_holds_a_blocks_outputs_within_its_budget():
+    from evaluator.judge.buffers import HEAP_BUDGET_BYTES, HEAP_SEGMENT, heap_bytes
+
+    assert heap_bytes(4, 1) == 4 * HEAP_SEGMENT + 64 * HEAP_SEGMENT
+    assert heap_bytes(19, 208 << 20) == 19 * (208 << 20) + 64 * HEAP_SEGMENT
+    assert heap_bytes(1000, 1 << 30) == HEAP_BUDGET_BYTES
+
+
+def test_a_candidate_that_returns_one_buffer_twice_in_a_block_has_its_outputs_copied_from_then_on(heap_pair):
+    """Reusing an output buffer overwrites the earlier call's bytes in place: the shim sees it at
+    the second return (in the warm-up, whose calls are never drawn) and copies every output
+    after it into its slot, as the values were when returned."""
+    judge, rank = heap_pair
+    reused = heap_tensor(rank, 0, torch.full((16,), 1.0))
+    rank.write_outputs([reused], judge.slot(0), judge.slot_bytes)
+    reused.fill_(2.0)
+    rank.write_outputs([reused], judge.slot(1), judge.slot_bytes)
+    reused.fill_(3.0)
+    assert torch.equal(judge.read_outputs(1)[0], torch.full((16,), 2.0))  # copied as it returned
+    assert torch.equal(judge.read_outputs(0)[0], torch.full((16,), 3.0))  # the first call's, overwritten
+    rank.new_block()
+    judge.new_block()
+    fresh = heap_tensor(rank, 4096, torch.full((16,), 4.0))
+    rank.write_outputs([fresh], judge.slot(0), judge.slot_bytes)
+    fresh.fill_(5.0)
+    assert torch.equal(judge.read_outputs(0)[0], torch.full((16,), 4.0))  # no longer read in place

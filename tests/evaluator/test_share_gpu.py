@@ -59,3 +59,28 @@ def test_the_command_line_flag_reaches_the_evaluation(monkeypatch, capsys):
     assert cli.main(argv + ["--share-gpu"]) == 2 and cli.main(argv) == 2
     assert [c.share_gpu for c in seen] == [True, False]
     assert "stopped here" in capsys.readouterr().err
+
+
+def _paired(candidate_gap_ms: float):
+    from evaluator.paired import Block, PairedTiming, SideBlocks
+
+    def side(name: str, gap: float) -> SideBlocks:
+        block = Block(calls=4, per_rank_ms=[[1.0] * 4, [1.0] * 4], gaps_ms=[[gap] * 4, [gap] * 4], wall_ms=4.2)
+        return SideBlocks(run=None, name=name, calls=4, copies=2, counted=[block])  # type: ignore[arg-type]
+
+    return PairedTiming(clock="ranks", rounds=[{"candidate_ms": 1.0, "reference_ms": 1.0, "ratio": 1.0}],
+                        speedup=1.0, interval=(1.0, 1.0), stop_reason="time_cap", seconds=1.0,
+                        candidate=side("candidate", candidate_gap_ms), reference=side("reference", 0.0))
+
+
+def test_the_gap_after_a_call_fails_work_left_running_on_own_gpus_only():
+    """On GPUs of its own, GPU work left after most calls fails the candidate; sharing one GPU,
+    a rank's synchronize waits for its turn beside its peers, so the gap proves nothing there."""
+    from evaluator.scoring import score
+
+    kw = dict(device="cuda", world_size=2, target_half_width=0.01, roofline=None, clocks=None, pinning=None)
+    _, failure = score(_paired(candidate_gap_ms=0.6), **kw)
+    assert failure is not None and failure["failure_class"] == "timing_violation"
+    assert "kept running" in failure["message"]
+    _, failure = score(_paired(candidate_gap_ms=0.6), shared_gpu=True, **kw)
+    assert failure is None

@@ -8,6 +8,7 @@ from pageable memory would: a hidden wait per call, docs/judge.md).
 
 from __future__ import annotations
 
+import contextlib
 from types import SimpleNamespace
 from typing import Any
 
@@ -43,7 +44,14 @@ def serve_one_block(release: str) -> list[str]:
     runner = SimpleNamespace(ctx=SimpleNamespace(device=torch.device("cpu"), channel=channel), task={"task": 0},
                              align=lambda: events.append("align"),
                              call=lambda inputs: events.append("call") or torch.zeros(4))
-    buffers = SimpleNamespace(map=lambda device: None, inputs=lambda manifest: {},
+    @contextlib.contextmanager
+    def allocating():  # the heap's pool (shim/heap.py) around the call, never around the slot's write
+        events.append("pool")
+        yield
+        events.append("unpool")
+
+    buffers = SimpleNamespace(map=lambda device: None, inputs=lambda manifest: {}, allocating=allocating,
+                              new_block=lambda: events.append("new block"),
                               write_outputs=lambda outputs, slot, capacity: events.append("write"))
     serve_calls(runner, buffers, Commands(release), lambda command: None, as_outputs=lambda result: [result],
                 synchronize=lambda: events.append("wait"))
@@ -51,12 +59,12 @@ def serve_one_block(release: str) -> list[str]:
 
 
 def test_released_by_block_the_rank_waits_once_before_it_answers():
-    assert serve_one_block("block") == ["call", "write"] * CALLS + ["wait", TIMES]
+    assert serve_one_block("block") == ["new block"] + ["pool", "call", "unpool", "write"] * CALLS + ["wait", TIMES]
 
 
 def test_released_call_by_call_the_rank_waits_after_each_call_and_before_each_called():
-    per_call = ["call", "wait", "write", "wait"]
-    assert serve_one_block("call") == (per_call + [CALLED]) * (CALLS - 1) + per_call + [TIMES]
+    per_call = ["pool", "call", "unpool", "wait", "write", "wait"]
+    assert serve_one_block("call") == ["new block"] + (per_call + [CALLED]) * (CALLS - 1) + per_call + [TIMES]
 
 
 class RecordedCopies:
