@@ -491,3 +491,14 @@ def test_a_per_user_kernel_limit_spent_by_the_candidate_is_not_the_references():
     report = run("exhausts_the_shared_uids_epoll_watches", timing=True)
     assert report["verdict"] == "fail"
     assert report["failure"]["failure_class"] == "value_mismatch", report["failure"]
+
+
+def test_a_candidate_that_holds_the_hosts_tcp_memory_while_frozen_fails():
+    # The kernel's TCP memory is one pool for the host, whatever the namespace: at import rank 0
+    # queued 2.2 GB in connections to itself and never read them, and the reference's gloo ran
+    # starved beside the frozen candidate (178 ms an 8 KiB all-reduce instead of 2), while the
+    # candidate reduced through a file its ranks share: it passed at 155x (3.0x without the fill).
+    report = run("fills_the_hosts_tcp_memory")
+    assert report["verdict"] == "fail", (report.get("timing") or {}).get("speedup")
+    assert report["failure"]["failure_class"] == "resource_limit", report["failure"]
+    assert "TCP memory" in report["failure"]["message"]
