@@ -76,6 +76,9 @@ def _add_sweep(sub: Any) -> None:
     p.add_argument("--deadline", type=float, default=None,
                    help="seconds the whole sweep may take; sizes that cannot finish in time are skipped")
     p.add_argument("--out", "--json", dest="out", type=Path, default=None, help="write the sweep report here")
+    p.add_argument("--reports", type=Path, default=None, metavar="DIR",
+                   help="also write each size's whole evaluation report here (sweep-<bytes>.json); the "
+                        "sweep report abridges them where it must to stay small enough for the portal")
 
 
 def _add_problems(sub: Any) -> None:
@@ -158,13 +161,18 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     def said(i: int, n: int, point: dict[str, Any]) -> None:
         what = point["skipped"] or point["verdict"]
         print(f"pkb sweep: size {i + 1} of {n} ({point['size']}): {what}", file=sys.stderr, flush=True)
+        if args.reports is not None and point["report"] is not None:
+            args.reports.mkdir(parents=True, exist_ok=True)
+            (args.reports / f"sweep-{point['target_bytes']}.json").write_text(json.dumps(point["report"], indent=1))
 
     print(f"pkb sweep: {len(points)} sizes of {problem.slug}, one evaluation each", file=sys.stderr)
     sweep = run_sweep(config, targets=targets, base=args.base, on_point=said,
                       command="pkb " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["sweep"] else None)
     _hand_over(sweep, args.out, args.report_fd)
     print(writable(progress.quoted(render_table(sweep)), sys.stdout))
-    return 0
+    # 0: a verdict over every size, pass or fail (the report says which); 3: the report is written,
+    # but sizes were not run and none failed, so there is no verdict to read as a pass.
+    return 3 if sweep["verdict"] == "incomplete" else 0
 
 
 def _hand_over(document: Mapping[str, Any], path: Optional[Path], fd: Optional[int]) -> None:

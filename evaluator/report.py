@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 import json
-from typing import Any, Literal, NotRequired, Optional, TypedDict
+from typing import Any, Literal, Mapping, NotRequired, Optional, TypedDict
 
 SCHEMA_VERSION = "1.5"
 
@@ -118,20 +118,22 @@ def fitted_text(text: str, limit: int, keep: str = "head") -> str:
     return part + cut if keep == "head" else cut.strip() + " " + part
 
 
-def bounded_failure(failure: Optional["Failure"]) -> Optional["Failure"]:
-    """``failure`` with its text within FAILURE_TEXT_BYTES; the verdict and class are untouched."""
+def bounded_failure(failure: Optional["Failure"],
+                    limits: Mapping[str, int] = FAILURE_TEXT_BYTES) -> Optional["Failure"]:
+    """``failure`` with its text within ``limits`` (FAILURE_TEXT_BYTES; a sweep's abridged reports
+    keep less); the verdict and class are untouched."""
     if failure is None:
         return None
     bounded = dict(failure)
     if isinstance(bounded.get("message"), str):
-        bounded["message"] = fitted_text(bounded["message"], FAILURE_TEXT_BYTES["message"])
+        bounded["message"] = fitted_text(bounded["message"], limits["message"])
     for key in ("traceback", "compiler_output"):
         if isinstance(bounded.get(key), str):
-            bounded[key] = fitted_text(bounded[key], FAILURE_TEXT_BYTES[key], keep="tail")
+            bounded[key] = fitted_text(bounded[key], limits[key], keep="tail")
     for key in ("stacks", "stderr"):
         texts = bounded.get(key)
         if isinstance(texts, dict) and texts:
-            share = FAILURE_TEXT_BYTES[key] // len(texts)
+            share = limits[key] // len(texts)
             bounded[key] = {rank: fitted_text(text, share, keep="tail") if isinstance(text, str) else text
                             for rank, text in texts.items()}
     return bounded  # type: ignore[return-value]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
 import re
 import time
 from dataclasses import dataclass
@@ -26,10 +27,11 @@ from .api import evaluate
 from .config import MIN_INTERVAL_ROUNDS, EvalConfig
 from .hardware.collectives import bus_factor
 from .launcher import ProgressHook
-from .report import FailureClass
+from .report import FailureClass, bounded_failure, fitted_text
 from .static_checks import resolve_dtype
 
-SWEEP_SCHEMA_VERSION = "1.0"
+# 1.1: verdict "incomplete" (a sweep that skipped sizes and failed none is no pass), points[].abridged.
+SWEEP_SCHEMA_VERSION = "1.1"
 # Failures that do not depend on the size: after one, the other sizes would only repeat it.
 SIZE_INDEPENDENT = {FailureClass.SYNTAX_ERROR.value, FailureClass.MISSING_SOLUTION.value,
                     FailureClass.IMPORT_ERROR.value}
@@ -38,6 +40,22 @@ SIZE_INDEPENDENT = {FailureClass.SYNTAX_ERROR.value, FailureClass.MISSING_SOLUTI
 # candidate's deadlock, so a size that cannot finish is skipped (and said) instead.
 MIN_POINT_S = 20.0
 GROWTH = 1.5
+
+# The portal reads at most 2,621,440 bytes of a worker's request (Django's DATA_UPLOAD_MAX_MEMORY_SIZE;
+# past it a 413, and the worker stops retrying: the sweep would be lost). A sweep report embeds
+# every size's whole report, and a failing size's report may carry some 170 KiB of failure text
+# (report.FAILURE_TEXT_BYTES), so nine failing sizes at eight ranks came within reach of the limit
+# (docs/sweeps.md, "How big a report is"). By design the report stays within SWEEP_REPORT_BYTES of
+# JSON as the worker posts it (ASCII-escaped): a sweep has at most MAX_POINTS sizes, the report
+# outside its points at most HEAD_BYTES, and each point an equal share of the rest, within which
+# its size's report is abridged, least useful part first (ABRIDGE), only as far as it must be.
+SWEEP_REPORT_BYTES = 2_000_000
+MAX_POINTS = 32
+HEAD_BYTES = 24_000
+COMMAND_BYTES = 4096
+# An abridged report's failure text (report.FAILURE_TEXT_BYTES keeps up to 168 KiB of it).
+ABRIDGED_FAILURE_TEXT_BYTES = {"message": 2048, "traceback": 4096, "compiler_output": 4096,
+                               "stacks": 4096, "stderr": 4096}
 
 _UNITS = {"": 1, "b": 1, "k": 2**10, "kb": 2**10, "kib": 2**10, "m": 2**20, "mb": 2**20,
           "mib": 2**20, "g": 2**30, "gb": 2**30, "gib": 2**30}
@@ -90,6 +108,9 @@ def sweep_points(problem: Problem, world_size: int, dtype: Optional[str] = None,
     wanted = sorted(set(targets or axis.bytes))
     if not wanted:
         raise ValueError("a sweep needs at least one message size")
+    if len(wanted) > MAX_POINTS:
+        raise ValueError(f"a sweep has at most {MAX_POINTS} message sizes, not {len(wanted)} (its report must "
+                         "stay small enough for the portal)")
     points: dict[int, SweepPoint] = {}
     for target in wanted:
         size = sweep_size(target, base if base and base != axis.base else None)
@@ -141,15 +162,88 @@ def _point(point: SweepPoint, param: str, report: Optional[dict[str, Any]], fact
         "verdict": report["verdict"] if report else None,
         "failure": {"failure_class": failure["failure_class"], "message": failure["message"]} if failure else None,
         "timing": point_timing(report, point.message_bytes, factor) if report else None,
-        "skipped": skipped, "report": report,
+        "skipped": skipped, "report": report, "abridged": [],
     }
+
+
+def _without_passing_ranks(report: dict[str, Any]) -> dict[str, Any]:
+    return {**report, "trials": [{**t, "ranks": [r for r in t.get("ranks") or [] if not r.get("passed")]}
+                                 for t in report.get("trials") or []]}
+
+
+def _without_rounds(report: dict[str, Any]) -> dict[str, Any]:
+    return {**report, "timing": {**report["timing"], "rounds": []}} if report.get("timing") else report
+
+
+def _shorter_failure(report: dict[str, Any]) -> dict[str, Any]:
+    return {**report, "failure": bounded_failure(report.get("failure"), ABRIDGED_FAILURE_TEXT_BYTES)}
+
+
+def _without_trial_ranks(report: dict[str, Any]) -> dict[str, Any]:
+    return {**report, "trials": [{**t, "ranks": []} for t in report.get("trials") or []]}
+
+
+def _without_trials(report: dict[str, Any]) -> dict[str, Any]:
+    return {**report, "trials": []}
+
+
+def _failure_message_only(report: dict[str, Any]) -> dict[str, Any]:
+    failure = report.get("failure")
+    if not failure:
+        return report
+    return {**report, "failure": {**failure, "message": fitted_text(failure["message"], 1024),
+                                  "traceback": None, "compiler_output": None, "stacks": {}, "stderr": {}}}
+
+
+# How a size's report is abridged to fit its share of the sweep report, in this order, each step
+# only if the one before left it too big (points[].abridged names the steps taken). First what a
+# passing check says at length (every passing rank's per-output errors), then the timed rounds (the
+# interval, medians and stop stay), the failure's text cut to ABRIDGED_FAILURE_TEXT_BYTES, the
+# failing ranks' checks (which trial failed stays), the trials, and last all of the failure but its
+# class, rank, trial, output and 1 KiB of its message. `pkb sweep --reports DIR` keeps them whole.
+ABRIDGE: tuple[tuple[str, Callable[[dict[str, Any]], dict[str, Any]]], ...] = (
+    ("passing_ranks", _without_passing_ranks), ("rounds", _without_rounds), ("failure_text", _shorter_failure),
+    ("trial_ranks", _without_trial_ranks), ("trials", _without_trials), ("failure_details", _failure_message_only),
+)
+
+
+def point_budget(n_points: int) -> int:
+    """The bytes of JSON one of ``n_points`` points may take in the sweep report."""
+    return (SWEEP_REPORT_BYTES - HEAD_BYTES) // max(n_points, 1)
+
+
+def _json_bytes(document: Any) -> int:
+    return len(json.dumps(document))  # ASCII-escaped, as `pkb sweep` and the worker write it
+
+
+def abridged(row: dict[str, Any], budget: int) -> dict[str, Any]:
+    """``row`` (a point) within ``budget`` bytes of JSON, its report abridged step by step (ABRIDGE)
+    only as far as it must be."""
+    if row["report"] is None or _json_bytes(row) <= budget:
+        return row
+    for name, step in ABRIDGE:
+        row = {**row, "report": step(row["report"]), "abridged": [*row["abridged"], name]}
+        if _json_bytes(row) <= budget:
+            break
+    return row
+
+
+def sweep_verdict(points: Sequence[dict[str, Any]]) -> str:
+    """``fail`` if any size failed; else ``incomplete`` if any size was not run (the sweep was not
+    judged at every size it was asked for, so it is no pass); else ``pass``."""
+    if any(p["verdict"] == "fail" for p in points):
+        return "fail"
+    if any(p["verdict"] != "pass" for p in points):
+        return "incomplete"
+    return "pass"
 
 
 def run_sweep(config: EvalConfig, *, targets: Optional[Sequence[int]] = None, base: Optional[str] = None,
               on_point: Optional[Callable[[int, int, dict[str, Any]], None]] = None,
               on_progress: Optional[ProgressHook] = None, command: Optional[str] = None) -> dict[str, Any]:
     """Evaluate ``config``'s candidate at every point of the problem's sweep; ``config.size`` is
-    ignored, ``config.deadline_s`` bounds the whole sweep. ``on_point(i, n, point)`` after each.
+    ignored, ``config.deadline_s`` bounds the whole sweep. ``on_point(i, n, point)`` after each, with
+    the size's whole report (the sweep report's may be abridged: ``abridged``).
     Bad arguments raise ValueError before anything runs."""
     started_at, started = _now(), time.monotonic()
     problem = sweep_problem(config.problem)
@@ -157,6 +251,7 @@ def run_sweep(config: EvalConfig, *, targets: Optional[Sequence[int]] = None, ba
     assert axis is not None
     points = sweep_points(problem, config.world_size, config.dtype, targets, base)
     factor = bus_factor(axis.collective, config.world_size)
+    budget = point_budget(len(points))
     rows: list[dict[str, Any]] = []
     stop_reason: Optional[str] = None
     needed = MIN_POINT_S
@@ -166,7 +261,7 @@ def run_sweep(config: EvalConfig, *, targets: Optional[Sequence[int]] = None, ba
             stop_reason = (f"the sweep's deadline ({config.deadline_s:.0f} s) left {max(left, 0):.0f} s, "
                            f"less than this size would need (~{needed:.0f} s)")
         if stop_reason is not None:
-            rows.append(_point(point, axis.param, None, factor, skipped=stop_reason))
+            row = _point(point, axis.param, None, factor, skipped=stop_reason)
         else:
             # A seed per size, derived from the sweep's: the same command gives the same inputs.
             seed = None if config.seed is None else _derive_seed(config.seed, "sweep", point.target_bytes) % 2**31
@@ -174,13 +269,14 @@ def run_sweep(config: EvalConfig, *, targets: Optional[Sequence[int]] = None, ba
             report = dict(evaluate(dataclasses.replace(config, size=point.size, seed=seed, deadline_s=left),
                                    on_progress))
             needed = max(MIN_POINT_S, GROWTH * (time.monotonic() - began))
-            rows.append(_point(point, axis.param, report, factor))
+            row = _point(point, axis.param, report, factor)
             failure = report.get("failure") or {}
             if failure.get("failure_class") in SIZE_INDEPENDENT:
                 stop_reason = (f"the candidate failed with {failure['failure_class']} at "
                                f"{format_bytes(point.message_bytes)}, which does not depend on the size")
         if on_point is not None:
-            on_point(i, len(points), rows[-1])
+            on_point(i, len(points), row)  # with the size's whole report (`pkb sweep --reports`)
+        rows.append(abridged(row, budget))
     run = [r for r in rows if r["report"] is not None]
     first = run[0]["report"] if run else {}
     return {
@@ -195,10 +291,10 @@ def run_sweep(config: EvalConfig, *, targets: Optional[Sequence[int]] = None, ba
         "solution": first.get("solution"),
         "hardware_profile": first.get("hardware_profile"),
         "sandbox": "on" if config.sandbox else "off",
-        "verdict": "fail" if any(r["verdict"] == "fail" for r in rows) else "pass",
+        "verdict": sweep_verdict(rows),
         "complete": all(r["skipped"] is None for r in rows),
         "failed_sizes": [r["target_bytes"] for r in rows if r["verdict"] == "fail"],
-        "points": rows, "command": command,
+        "points": rows, "command": None if command is None else fitted_text(command, COMMAND_BYTES),
         "started_at": started_at, "finished_at": _now(), "wall_s": time.monotonic() - started,
     }
 
@@ -259,9 +355,11 @@ def render_table(sweep: dict[str, Any]) -> str:
     if any(_too_few_rounds(p["timing"] or {}) for p in sweep["points"]):
         lines.append(f"no interval (n): timed over n alternating rounds, fewer than the {MIN_INTERVAL_ROUNDS} "
                      "a 95% interval needs")
-    ran = [p for p in sweep["points"] if p["verdict"]]
-    passed = sum(1 for p in ran if p["verdict"] == "pass")
-    lines.append(f"verdict: {sweep['verdict'].upper()} ({passed} of {len(sweep['points'])} sizes passed)")
+    passed = sum(1 for p in sweep["points"] if p["verdict"] == "pass")
+    not_run = sum(1 for p in sweep["points"] if p["verdict"] is None)
+    lines.append(f"verdict: {sweep['verdict'].upper()} ({passed} of {len(sweep['points'])} sizes passed"
+                 + (f", {not_run} not run" if not_run else "") + ")"
+                 + (": not judged at every size, so no pass" if sweep["verdict"] == "incomplete" else ""))
     for p in sweep["points"]:
         if p["failure"]:
             lines.append(f"  failed at {format_bytes(p['message_bytes'])}: {p['failure']['failure_class']}: "
@@ -269,5 +367,9 @@ def render_table(sweep: dict[str, Any]) -> str:
     skipped = [p for p in sweep["points"] if p["skipped"]]
     if skipped:
         lines.append(f"  {len(skipped)} sizes not run: {skipped[0]['skipped']}")
+    shortened = [p for p in sweep["points"] if p.get("abridged")]
+    if shortened:
+        lines.append(f"  {len(shortened)} sizes' reports abridged to keep the sweep report under "
+                     f"{SWEEP_REPORT_BYTES:,} bytes (points[].abridged; `pkb sweep --reports DIR` keeps them whole)")
     lines.append(f"wall time {sweep['wall_s']:.1f} s")
     return "\n".join(lines)

@@ -7,6 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from portal.catalog.models import Hardware, Problem, ProblemVersion
+from portal.lib import sweeps
 from portal.lib.reports import (mapping, schema_error, sweep_without_source_quotes, without_nul,
                                 without_source_quotes)
 from portal.submissions.models import BACKENDS, Submission
@@ -186,6 +187,7 @@ class SubmissionDetailSerializer(SubmissionSerializer):
 
     def to_representation(self, obj: Submission) -> dict[str, Any]:
         data = super().to_representation(obj)
+        data["sweep"] = sweeps.as_shown(data["sweep"])  # an older sweep's pass with sizes not run: incomplete
         request = self.context.get("request")
         if request is None or not obj.visible_source_to(request.user):
             data["report"] = without_source_quotes(data["report"])  # its failure quotes the source

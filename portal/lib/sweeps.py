@@ -28,6 +28,10 @@ def _validator() -> Any:
 
 def sweep_error(sweep: Any, *, problem: str, world_size: int, source_sha256: str) -> Optional[str]:
     """Why ``sweep`` cannot be stored as this submission's sweep, in one line; None when it can."""
+    if isinstance(sweep, Mapping) and sweep.get("verdict") == "pass" and verdict(sweep) != "pass":
+        # What sweep schema 1.0 let through (the schema below refuses it too, less plainly).
+        return ("says pass, but not every size ran and passed: a sweep with sizes not run and none failed "
+                "is incomplete (sweep schema 1.1)")
     error = next(iter(sorted(_validator().iter_errors(sweep), key=lambda e: list(e.absolute_path))), None)
     if error is not None:
         where = "/".join(str(part) for part in error.absolute_path) or "(top level)"
@@ -43,6 +47,23 @@ def sweep_error(sweep: Any, *, problem: str, world_size: int, source_sha256: str
     if solution is not None and solution["sha256"] != source_sha256:
         return "swept another file than the submission's source (sha256 differs)"
     return None
+
+
+def verdict(sweep: Any) -> str:
+    """The verdict over all sizes as the portal shows it: ``pass`` only where every size ran and
+    passed. Sweeps stored before sweep schema 1.1 said ``pass`` with sizes not run (a deadline):
+    they read ``incomplete``, as `pkb sweep` now says itself."""
+    said = sweep.get("verdict") if isinstance(sweep, Mapping) else None
+    if said == "pass" and (sweep.get("complete") is False or any(p.get("verdict") != "pass" for p in _points(sweep))):
+        return "incomplete"
+    return said if said in ("pass", "fail", "incomplete") else ""
+
+
+def as_shown(sweep: Any) -> Any:
+    """``sweep`` with its verdict as ``verdict`` reads it (what the API and the page show)."""
+    if not isinstance(sweep, Mapping) or sweep.get("verdict") == verdict(sweep):
+        return sweep
+    return {**sweep, "verdict": verdict(sweep)}
 
 
 def _points(sweep: Mapping[str, Any]) -> list[dict[str, Any]]:

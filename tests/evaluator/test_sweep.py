@@ -17,7 +17,8 @@ import problems
 from evaluator.cli import main
 from evaluator.config import EvalConfig
 from evaluator.hardware.collectives import bus_factor
-from evaluator.sweep import format_bytes, parse_bytes, render_table, run_sweep, sweep_points, sweep_problem
+from evaluator.sweep import (MAX_POINTS, SWEEP_REPORT_BYTES, format_bytes, parse_bytes, render_table, run_sweep,
+                             sweep_points, sweep_problem, sweep_verdict)
 from problems.spec import SWEEP_BYTES, parse_sweep_size, sweep_size
 
 from .conftest import SOLUTIONS, TEST_LIMITS
@@ -155,14 +156,16 @@ def wrong_at_16k_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]
     """`pkb sweep` (its main, in this process) of a candidate wrong at 16 KiB only, over 4, 16 and
     64 KiB: the tests of the points, the report, the table and the command line read this one
     sweep (each size is a whole evaluation: a second sweep for the command line cost a minute)."""
-    out = tmp_path_factory.mktemp("sweep") / "sweep.json"
+    folder = tmp_path_factory.mktemp("sweep")
+    out = folder / "sweep.json"
     printed, said = io.StringIO(), io.StringIO()
     with redirect_stdout(printed), redirect_stderr(said):
         code = main(["sweep", "--problem", "all-reduce", "--solution", str(SOLUTIONS / "cpu_wrong_at_one_size.py"),
                      "--world-size", "2", "--sizes", "4K", "16K", "64K", "--trials", "2", "--seed", "7",
                      "--startup-timeout", str(TEST_LIMITS.startup_s), "--step-timeout", str(TEST_LIMITS.step_s),
-                     "--out", str(out)])
-    return {"code": code, "sweep": json.loads(out.read_text()), "out": printed.getvalue(), "err": said.getvalue()}
+                     "--out", str(out), "--reports", str(folder / "sizes")])
+    return {"code": code, "sweep": json.loads(out.read_text()), "out": printed.getvalue(), "err": said.getvalue(),
+            "reports": {int(f.stem.split("-")[1]): json.loads(f.read_text()) for f in (folder / "sizes").iterdir()}}
 
 
 @pytest.fixture(scope="module")
@@ -228,11 +231,57 @@ def test_a_size_independent_failure_skips_the_other_sizes():
 def test_sizes_that_cannot_start_before_the_deadline_are_skipped():
     sweep = run_sweep(_config("correct", deadline_s=1.0), targets=[4096, 16384])
     assert all(p["report"] is None and "deadline (1 s) left" in p["skipped"] for p in sweep["points"])
-    assert sweep["verdict"] == "pass" and not sweep["complete"] and sweep["solution"] is None
+    assert sweep["verdict"] == "incomplete" and not sweep["complete"] and sweep["solution"] is None
     jsonschema.validate(sweep, SWEEP_SCHEMA)
 
 
+# -- a sweep that did not run every size is no pass ---------------------------------------------
+def _row(verdict: Any, skipped: Any = None) -> dict[str, Any]:
+    return {"verdict": verdict, "skipped": skipped}
+
+
+@pytest.mark.parametrize("verdicts, overall", [
+    (["pass", "pass"], "pass"), (["pass", None], "incomplete"), ([None, None], "incomplete"),
+    (["pass", "fail", None], "fail"), (["fail"], "fail"),
+])
+def test_the_verdict_is_pass_only_where_every_size_ran_and_passed(verdicts, overall):
+    assert sweep_verdict([_row(v, None if v else "the deadline") for v in verdicts]) == overall
+
+
+def test_pkb_sweep_that_ran_no_size_says_incomplete_and_exits_3(tmp_path, capsys):
+    # What a user reads of a sweep cut short by its deadline: never a pass, in the table, the
+    # report or the exit status (0 is a verdict over every size; 3 says there is none).
+    out = tmp_path / "sweep.json"
+    code = main(["sweep", "--problem", "all-reduce", "--solution", str(SOLUTIONS / "cpu_correct.py"),
+                 "--world-size", "2", "--sizes", "4K", "16K", "--deadline", "1", "--out", str(out)])
+    printed = capsys.readouterr().out
+    sweep = json.loads(out.read_text())
+    assert code == 3 and sweep["verdict"] == "incomplete" and not sweep["complete"]
+    assert "verdict: INCOMPLETE (0 of 2 sizes passed, 2 not run): not judged at every size, so no pass" in printed
+    assert "PASS" not in printed
+    jsonschema.validate(sweep, SWEEP_SCHEMA)
+
+
+def test_the_schema_refuses_a_pass_that_did_not_run_or_pass_every_size():
+    sweep = run_sweep(_config("correct", deadline_s=1.0), targets=[4096, 16384])
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**sweep, "verdict": "pass"}, SWEEP_SCHEMA)  # what 1.0 wrote
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**sweep, "verdict": "pass", "complete": True}, SWEEP_SCHEMA)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**sweep, "verdict": "fail"}, SWEEP_SCHEMA)  # no size failed
+
+
 # -- the command line --------------------------------------------------------------------------
+@pytest.mark.slow
+@READS_WRONG_AT_16K
+def test_pkb_sweep_reports_keeps_every_sizes_whole_report(wrong_at_16k_run):
+    reports = wrong_at_16k_run["reports"]
+    assert sorted(reports) == [4096, 16384, 65536]
+    for point in wrong_at_16k_run["sweep"]["points"]:
+        assert point["abridged"] == [] and reports[point["target_bytes"]] == point["report"]
+
+
 @pytest.mark.slow
 @READS_WRONG_AT_16K
 def test_pkb_sweep_writes_the_report_and_prints_the_table(wrong_at_16k_run):
@@ -297,3 +346,73 @@ def test_the_table_brackets_no_interval_from_too_few_rounds():
     assert "1.381x no interval (1)" in table and "[1.381, 1.381]" not in table
     assert "1.381x [1.200, 1.500]" in table
     assert "no interval (n): timed over n alternating rounds, fewer than the 6 a 95% interval needs" in table
+
+
+# -- the report's size --------------------------------------------------------------------------
+# What the portal reads of a worker's request (Django's DATA_UPLOAD_MAX_MEMORY_SIZE): a sweep
+# report the worker cannot post is a sweep lost.
+PORTAL_BODY_BYTES = 2_621_440
+CPU_SWEEP = json.loads((Path(__file__).resolve().parents[1] / "portal" / "data" / "sweep_all_reduce_cpu.json").read_text())
+
+
+def _at_eight_ranks(failing: bool) -> dict[str, Any]:
+    """A real size's report (CPU, 2 ranks) as eight ranks would write it, as big as its fields
+    get: 8 trials (5 seeded, 3 re-checked timed calls) of 8 ranks, 200 timed rounds (the cap),
+    and, failing, every failure text at report.FAILURE_TEXT_BYTES of escaped astral characters."""
+    import copy
+
+    from evaluator.report import FailureClass, bounded_failure, make_failure
+
+    report = copy.deepcopy(CPU_SWEEP["points"][0]["report"])
+    trial, check = report["trials"][0], report["trials"][0]["ranks"][0]
+    report["trials"] = [{**trial, "index": i, "ranks": [{**check, "rank": r} for r in range(8)]} for i in range(8)]
+    report["timing"]["rounds"] = report["timing"]["rounds"][:1] * 200
+    report["setting"]["world_size"] = 8
+    if failing:
+        text = "\U0001F600" * 300_000
+        report["verdict"] = "fail"
+        report["failure"] = bounded_failure(make_failure(
+            FailureClass.VALUE_MISMATCH, text, rank=3, trial=7, output=0, traceback=text, compiler_output=text,
+            stacks={str(r): text for r in range(8)}, stderr={str(r): text for r in range(8)}))
+    return report
+
+
+def _sweep_of(report: dict[str, Any], sizes: int, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """run_sweep at 8 ranks over ``sizes`` sizes, every one of which reports ``report``."""
+    import evaluator.sweep
+
+    monkeypatch.setattr(evaluator.sweep, "evaluate", lambda config, hook=None: {
+        **report, "setting": {**report["setting"], "size": config.size}})
+    config = EvalConfig(problem="all-reduce", solution_path=SOLUTIONS / "cpu_correct.py", world_size=8,
+                        device="cpu", trials=5, seed=7, limits=TEST_LIMITS)
+    return run_sweep(config, targets=[4096 * (i + 1) for i in range(sizes)], command="pkb sweep " + "x" * 100_000)
+
+
+@pytest.mark.parametrize("sizes", [9, MAX_POINTS])
+def test_a_sweep_failing_at_every_size_at_eight_ranks_stays_within_what_the_portal_reads(sizes, monkeypatch):
+    worst = _at_eight_ranks(failing=True)
+    sweep = _sweep_of(worst, sizes, monkeypatch)
+    assert len(json.dumps(sweep)) <= SWEEP_REPORT_BYTES
+    assert len(json.dumps({"sweep": sweep, "worker": "w" * 200}).encode()) < PORTAL_BODY_BYTES  # the worker's post
+    assert sweep["verdict"] == "fail" and len(sweep["failed_sizes"]) == sizes
+    jsonschema.validate(sweep, SWEEP_SCHEMA)
+    for point in sweep["points"]:
+        # Abridged only as far as it must: the failure's class and where it happened stay.
+        assert point["abridged"] and point["abridged"][0] == "passing_ranks"
+        failure = point["report"]["failure"]
+        assert (failure["failure_class"], failure["rank"], failure["trial"]) == ("value_mismatch", 3, 7)
+        jsonschema.validate(point["report"], REPORT_SCHEMA)
+    assert "sizes' reports abridged" in render_table(sweep)
+
+
+def test_an_honest_sweep_at_eight_ranks_keeps_every_size_whole(monkeypatch):
+    passing = _at_eight_ranks(failing=False)
+    sweep = _sweep_of(passing, 9, monkeypatch)
+    assert sweep["verdict"] == "pass" and all(p["abridged"] == [] for p in sweep["points"])
+    assert all(p["report"]["trials"] == passing["trials"] for p in sweep["points"])
+    assert len(json.dumps(sweep)) < SWEEP_REPORT_BYTES // 2
+
+
+def test_more_sizes_than_a_report_holds_are_refused():
+    with pytest.raises(ValueError, match=f"at most {MAX_POINTS} message sizes"):
+        sweep_points(problems.get("all-reduce"), 2, None, [4096 * (i + 1) for i in range(MAX_POINTS + 1)])

@@ -29,6 +29,16 @@ SWEEP = json.loads((DATA / "sweep_all_reduce_cpu.json").read_text())
 SWEPT_SOURCE = (Path(__file__).resolve().parents[2] / "solutions" / "broken" / "cpu_wrong_at_one_size.py").read_text()
 
 
+def _cut_short(sweep: dict[str, Any]) -> dict[str, Any]:
+    """``sweep`` as sweep schema 1.0 wrote one whose deadline left its 16 KiB size not run: the
+    verdict said pass ("incomplete" was only a flag beside it)."""
+    sweep = copy.deepcopy(sweep)
+    sweep["points"][1].update(verdict=None, failure=None, timing=None, report=None,
+                              skipped="the sweep's deadline (60 s) left 10 s, less than this size would need (~20 s)")
+    sweep.update(verdict="pass", complete=False, failed_sizes=[])
+    return sweep
+
+
 @pytest.fixture
 def real_report(real_report: dict[str, Any], all_reduce: Any) -> dict[str, Any]:
     """The stored report, as an evaluation of the problem's current version (it was written at an
@@ -165,6 +175,7 @@ def test_a_worker_error_fails_the_sweep_with_its_output(anonymous_api: Any, swep
     (lambda s: s["problem"].update(slug="all-gather"), "not of this submission's problem all-reduce"),
     (lambda s: s["setting"].update(world_size=4), "not the submission's 2"),
     (lambda s: s["solution"].update(sha256="0" * 64), "another file"),
+    (lambda s: s.update(_cut_short(s)), "says pass, but not every size ran and passed"),
 ])
 def test_a_sweep_that_is_not_this_submissions_is_refused_and_said(anonymous_api: Any, swept: Any,
                                                                   real_report: dict[str, Any], change: Any,
@@ -226,6 +237,19 @@ def test_the_submission_page_shows_the_sweep_table_and_chart_data(client: Any, s
     assert len(chart["speedup"]["low"]) == len(chart["speedup"]["y"]) == 2
     assert all(lo <= y <= hi for lo, y, hi in zip(chart["speedup"]["low"], chart["speedup"]["y"], chart["speedup"]["high"]))
     assert "pkb/sweeps.js" in html
+
+
+def test_a_stored_pass_with_sizes_not_run_reads_incomplete_on_the_page_and_in_the_api(
+        client: Any, anonymous_api: Any, swept: Any, real_report: dict[str, Any]) -> None:
+    # Sweeps stored before sweep schema 1.1 (the schema now refuses a pass with sizes not run).
+    sub, _ = swept
+    sub = _running(sub, real_report)
+    Submission.objects.filter(pk=sub.pk).update(sweep=_cut_short(SWEEP), sweep_status="finished")
+    html = client.get(f"/submissions/{sub.pk}/").content.decode()
+    assert 'id="sweep-verdict">incomplete</strong>' in html and "1 of 3 sizes were not run and none failed" in html
+    assert 'class="ok" id="sweep-verdict"' not in html
+    detail = anonymous_api.get(f"/api/v1/submissions/{sub.pk}/").json()
+    assert detail["sweep"]["verdict"] == "incomplete" and detail["sweep"]["complete"] is False
 
 
 def test_the_submission_page_says_why_a_sweep_is_missing(client: Any, swept: Any, real_report: dict[str, Any]) -> None:
