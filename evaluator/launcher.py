@@ -25,6 +25,7 @@ from typing import Any, Callable, Optional
 from .channel import BUILD, BUILT, CALLED, DONE, ERROR, READY, STEP, TIMES, WAITING, new_token, parse_lines
 from .config import Limits, ResourceLimits
 from .job import CHECKED_CALLS, CHECKED_COPIES, RankJob
+from .judge.host_tcp import host_tcp_pages
 from .judge.liveness import BusyWatch, side_cpu_seconds, thread_run_ns
 from .report import Failure, FailureClass, make_failure
 from .sandbox import RankLaunch, SandboxError, open_box
@@ -104,6 +105,7 @@ class SideRun(SideDiagnosis):
         self.build_ended_at = 0.0  # when a rank last finished a build (peers waited for it)
         self.build_credit_s = 0.0  # seconds a judged side ran past its deadlines while working
         self.busy_watch = BusyWatch()
+        self.host_tcp_at_start: Optional[int] = None  # pages, when the side began (begin)
 
     def rank_job(self, box: Any) -> RankJob:
         """The job as the ranks see it: paths inside their box, the solution copied in."""
@@ -176,6 +178,9 @@ class SideRun(SideDiagnosis):
         """Start the ranks; a failure here is the sandbox's, not the side's."""
         self.started = time.monotonic()
         self.running_since = self.started
+        # The host's TCP memory before anything of the side runs: what the judge holds a stopped
+        # candidate's to (judge/host_tcp.py, red team, fills_the_hosts_tcp_memory).
+        self.host_tcp_at_start = host_tcp_pages()
         self.selector = selectors.DefaultSelector()
         try:
             self.box = self.start()

@@ -36,7 +36,7 @@ from ..launcher import SideRun
 from ..paired import Block, DrivenFailure, PairedTimer, SideBlocks, answered_twice
 from ..report import FailureClass, make_failure
 from .buffers import OutputError, RankBuffers, WrittenCall
-from .host_tcp import starved_by
+from .host_tcp import starved
 from .inputs import InputMaker
 from .liveness import ended_since, ran_since
 from .quiet import DeviceQuiet
@@ -165,11 +165,11 @@ def check_stood_still(before: dict[tuple[int, int], int], after: dict[tuple[int,
 
 
 def check_host_tcp(candidate: SideRun, when: str) -> None:
-    """The candidate's resource_limit if the sockets of its stopped processes hold so much of the
-    host's one pool of TCP memory that the reference would run starved beside them (red team,
+    """The candidate's resource_limit if the host's one pool of TCP memory, grown since it began,
+    is so full while it stands stopped that the reference would run starved (red team,
     fills_the_hosts_tcp_memory: judge/host_tcp.py)."""
-    if candidate.box is not None and (starved := starved_by(candidate.box.process_ids())) is not None:
-        raise DrivenFailure("candidate", make_failure(FailureClass.RESOURCE_LIMIT, f"{starved} ({when})"))
+    if (why := starved(candidate.host_tcp_at_start)) is not None:
+        raise DrivenFailure("candidate", make_failure(FailureClass.RESOURCE_LIMIT, f"{why} ({when})"))
 
 
 class Judge:
