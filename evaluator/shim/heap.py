@@ -7,12 +7,14 @@ handed to the judge as an offset, kept alive until the next block, and read in p
 side stands frozen: no copy into a slot on the clock (0.013-0.036 ms a call on one H200, against
 0.0016-0.0038 ms for the pool; docs/judge.md "Outputs read where the candidate left them").
 
-The pool's allocator is a bump allocator over the heap, through ctypes callbacks (no compiler in
-the rank): the caching allocator keeps the segments it gets and reuses them from block to block.
-When the heap runs dry, segments come from the driver's own ``cuMemAlloc`` instead, and outputs
-in them take the slot copy: a candidate that allocates past the heap pays that copy, it never
-fails for it. Nothing here is trusted: an offset the rank hands over is bounds-checked by the
-judge (judge/buffers.py), and values are judged like any other output.
+The pool's allocator hands out the heap through ctypes callbacks (no compiler in the rank): the
+caching allocator keeps the segments it gets and reuses them from block to block, and segments it
+gives back are handed out again (first fit). When the heap has no room, the first request is
+refused: the caching allocator then gives back the pool's unused cached segments and asks again
+(its own out-of-memory path). If there is still no room, segments come from the driver's own
+``cuMemAlloc``, and outputs in them take the slot copy: a candidate that allocates past the heap
+pays that copy, it never fails for it. Nothing here is trusted: an offset the rank hands over is
+bounds-checked by the judge (judge/buffers.py), and values are judged like any other output.
 """
 
 from __future__ import annotations
@@ -54,12 +56,47 @@ class HeapRange:
         return contextlib.nullcontext()
 
 
+class HeapSpace:
+    """Which offsets of the heap are handed out: segments first fit from those given back, else
+    from the part never used; and whether a request with no room is refused (the first time)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._next = 0  # the heap past here was never handed out
+        self._free: list[tuple[int, int]] = []  # (offset, size) given back by the pool
+        self._refused = 0  # the size of the request just refused: its retry goes elsewhere
+
+    def take(self, size: int) -> Optional[int]:
+        taken = _round_up(size, SEGMENT)
+        for i, (offset, free) in enumerate(self._free):
+            if free >= taken:
+                self._free[i:i + 1] = [(offset + taken, free - taken)] if free > taken else []
+                self._refused = 0
+                return offset
+        offset = _round_up(self._next, SEGMENT)
+        if offset + taken > self.size:
+            return None
+        self._next = offset + taken
+        self._refused = 0
+        return offset
+
+    def refuse(self, size: int) -> bool:
+        """No room for ``size``: refuse it once, so that the caching allocator gives back the
+        pool's unused segments and asks again; its retry is not refused."""
+        first = self._refused != size
+        self._refused = size if first else 0
+        return first
+
+    def give_back(self, offset: int, size: int) -> None:
+        self._free.append((offset, _round_up(size, SEGMENT)))
+
+
 class OutputHeap(HeapRange):
     """The heap with a pool over it: a call's allocations come from it."""
 
     def __init__(self, memory: SharedMemory) -> None:
         super().__init__(memory)
-        self._next = 0
+        self.space = HeapSpace(self.size)
         self._outside: set[int] = set()  # segments from cuMemAlloc, once the heap ran dry
         self._driver = ctypes.CDLL("libcuda.so.1")
         self._alloc_cb = _ALLOC_FN(self._alloc)  # kept alive as long as the pool
@@ -69,10 +106,11 @@ class OutputHeap(HeapRange):
         self.pool = torch.cuda.MemPool(allocator=allocator)
 
     def _alloc(self, size: int, device: int, stream: int) -> int:
-        offset = _round_up(self._next, SEGMENT)
-        if offset + size <= self.size:
-            self._next = offset + size
+        offset = self.space.take(size)
+        if offset is not None:
             return self.base + offset
+        if self.space.refuse(size):
+            return 0  # the pool gives back its unused segments and asks again
         ptr = ctypes.c_uint64()
         if self._driver.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(size)) != 0:
             return 0  # torch raises its out-of-memory error: the device itself is full
@@ -80,10 +118,11 @@ class OutputHeap(HeapRange):
         return ptr.value
 
     def _free(self, ptr: int, size: int, device: int, stream: int) -> None:
-        # The heap's segments are never handed back (a bump heap: the pool caches and reuses them).
         if ptr in self._outside:
             self._outside.discard(ptr)
             self._driver.cuMemFree_v2(ctypes.c_uint64(ptr))
+        elif self.base <= ptr < self.base + self.size:
+            self.space.give_back(ptr - self.base, size)
 
     def allocating(self) -> contextlib.AbstractContextManager[None]:
         return torch.cuda.use_mem_pool(self.pool)

@@ -1,0 +1,40 @@
+"""The rank's output heap (evaluator/shim/heap.py): which offsets its allocator hands out.
+
+The pool over it runs only on GPUs (scripts/gpu/judge_outside_smoke.sh with JUDGE_RELEASE=block,
+docs/judge.md); its bookkeeping is plain arithmetic, checked here."""
+
+from __future__ import annotations
+
+from evaluator.shim.heap import SEGMENT, HeapSpace
+
+
+def test_segments_are_handed_out_aligned_and_never_twice():
+    space = HeapSpace(8 * SEGMENT)
+    offsets = [space.take(100), space.take(SEGMENT + 1), space.take(SEGMENT)]
+    assert offsets == [0, SEGMENT, 3 * SEGMENT]
+    assert space.take(5 * SEGMENT) is None  # 4 of the 8 left
+
+
+def test_segments_given_back_are_handed_out_again_first_fit_and_split():
+    space = HeapSpace(4 * SEGMENT)
+    first, second = space.take(2 * SEGMENT), space.take(2 * SEGMENT)
+    assert space.take(1) is None
+    space.give_back(first, 2 * SEGMENT)
+    assert space.take(SEGMENT) == first
+    assert space.take(SEGMENT) == first + SEGMENT  # the rest of the same span
+    assert space.take(1) is None
+    space.give_back(second, 2 * SEGMENT)
+    assert space.take(2 * SEGMENT) == second
+
+
+def test_a_request_with_no_room_is_refused_once_then_goes_elsewhere():
+    """The caching allocator answers a refusal by giving back the pool's unused segments and
+    asking again: a retry that still finds no room must not be refused (it would raise
+    out-of-memory in an honest candidate); a later request is refused first again."""
+    space = HeapSpace(2 * SEGMENT)
+    assert space.take(2 * SEGMENT) == 0
+    assert space.take(SEGMENT) is None and space.refuse(SEGMENT) is True
+    assert space.take(SEGMENT) is None and space.refuse(SEGMENT) is False  # the retry: outside the heap
+    assert space.refuse(SEGMENT) is True  # the next request starts over
+    space.give_back(0, 2 * SEGMENT)
+    assert space.take(SEGMENT) == 0  # given back between the refusal and the retry: found
