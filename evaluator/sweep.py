@@ -43,12 +43,13 @@ GROWTH = 1.5
 
 # The portal reads at most 2,621,440 bytes of a worker's request (Django's DATA_UPLOAD_MAX_MEMORY_SIZE;
 # past it a 413, and the worker stops retrying: the sweep would be lost). A sweep report embeds
-# every size's whole report, and a failing size's report may carry some 170 KiB of failure text
-# (report.FAILURE_TEXT_BYTES), so nine failing sizes at eight ranks came within reach of the limit
-# (docs/sweeps.md, "How big a report is"). By design the report stays within SWEEP_REPORT_BYTES of
-# JSON as the worker posts it (ASCII-escaped): a sweep has at most MAX_POINTS sizes, the report
-# outside its points at most HEAD_BYTES, and each point an equal share of the rest, within which
-# its size's report is abridged, least useful part first (ABRIDGE), only as far as it must be.
+# every size's whole report: at eight ranks on CPU one size's report was 317 KB (65 trials of 8
+# ranks' checks) and nine sizes 2.79 MB, and a failing size's report may carry 170 KiB more of
+# failure text (report.FAILURE_TEXT_BYTES; docs/sweeps.md, "How big a sweep report is"). By
+# design the report stays within SWEEP_REPORT_BYTES of JSON as the worker posts it (ASCII-escaped):
+# a sweep has at most MAX_POINTS sizes, the report outside its points at most HEAD_BYTES, and each
+# point an equal share of the rest, within which its size's report is abridged, least useful part
+# first (ABRIDGE), only as far as it must be.
 SWEEP_REPORT_BYTES = 2_000_000
 MAX_POINTS = 32
 HEAD_BYTES = 24_000
@@ -166,9 +167,13 @@ def _point(point: SweepPoint, param: str, report: Optional[dict[str, Any]], fact
     }
 
 
-def _without_passing_ranks(report: dict[str, Any]) -> dict[str, Any]:
+def _without_passing_ranks(report: dict[str, Any], kinds: tuple[str, ...] = ("correctness", "timed")) -> dict[str, Any]:
     return {**report, "trials": [{**t, "ranks": [r for r in t.get("ranks") or [] if not r.get("passed")]}
-                                 for t in report.get("trials") or []]}
+                                 if t.get("kind") in kinds else t for t in report.get("trials") or []]}
+
+
+def _without_timed_passing_ranks(report: dict[str, Any]) -> dict[str, Any]:
+    return _without_passing_ranks(report, ("timed",))
 
 
 def _without_rounds(report: dict[str, Any]) -> dict[str, Any]:
@@ -197,12 +202,15 @@ def _failure_message_only(report: dict[str, Any]) -> dict[str, Any]:
 
 # How a size's report is abridged to fit its share of the sweep report, in this order, each step
 # only if the one before left it too big (points[].abridged names the steps taken). First what a
-# passing check says at length (every passing rank's per-output errors), then the timed rounds (the
-# interval, medians and stop stay), the failure's text cut to ABRIDGED_FAILURE_TEXT_BYTES, the
-# failing ranks' checks (which trial failed stays), the trials, and last all of the failure but its
-# class, rank, trial, output and 1 KiB of its message. `pkb sweep --reports DIR` keeps them whole.
+# passing check says at length (every passing rank's per-output errors): of the checked timed calls
+# (on CPU the judge outside checks up to 60 of them: 65 trials of 8 ranks made a size's report
+# 317 KB), then of the seeded trials; then the timed rounds (the interval, medians and stop stay),
+# the failure's text cut to ABRIDGED_FAILURE_TEXT_BYTES, the failing ranks' checks (which trial
+# failed stays), the trials, and last all of the failure but its class, rank, trial, output and
+# 1 KiB of its message. `pkb sweep --reports DIR` keeps every size's report whole.
 ABRIDGE: tuple[tuple[str, Callable[[dict[str, Any]], dict[str, Any]]], ...] = (
-    ("passing_ranks", _without_passing_ranks), ("rounds", _without_rounds), ("failure_text", _shorter_failure),
+    ("timed_passing_ranks", _without_timed_passing_ranks), ("passing_ranks", _without_passing_ranks),
+    ("rounds", _without_rounds), ("failure_text", _shorter_failure),
     ("trial_ranks", _without_trial_ranks), ("trials", _without_trials), ("failure_details", _failure_message_only),
 )
 

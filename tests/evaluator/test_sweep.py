@@ -355,17 +355,20 @@ PORTAL_BODY_BYTES = 2_621_440
 CPU_SWEEP = json.loads((Path(__file__).resolve().parents[1] / "portal" / "data" / "sweep_all_reduce_cpu.json").read_text())
 
 
-def _at_eight_ranks(failing: bool) -> dict[str, Any]:
-    """A real size's report (CPU, 2 ranks) as eight ranks would write it, as big as its fields
-    get: 8 trials (5 seeded, 3 re-checked timed calls) of 8 ranks, 200 timed rounds (the cap),
-    and, failing, every failure text at report.FAILURE_TEXT_BYTES of escaped astral characters."""
+def _at_eight_ranks(failing: bool, checked_calls: int = 60) -> dict[str, Any]:
+    """A real size's report (CPU, 2 ranks) as eight ranks write it: 5 seeded trials and
+    ``checked_calls`` checked timed calls of 8 ranks each (60: the judge outside, as `pkb sweep`
+    at 8 ranks measured them, 317 KB a size; 3 or 4 on GPUs judged in the ranks), 200 timed
+    rounds (the cap), and, failing, every failure text at report.FAILURE_TEXT_BYTES of escaped
+    astral characters."""
     import copy
 
     from evaluator.report import FailureClass, bounded_failure, make_failure
 
     report = copy.deepcopy(CPU_SWEEP["points"][0]["report"])
     trial, check = report["trials"][0], report["trials"][0]["ranks"][0]
-    report["trials"] = [{**trial, "index": i, "ranks": [{**check, "rank": r} for r in range(8)]} for i in range(8)]
+    report["trials"] = [{**trial, "index": i, "kind": "correctness" if i < 5 else "timed",
+                         "ranks": [{**check, "rank": r} for r in range(8)]} for i in range(5 + checked_calls)]
     report["timing"]["rounds"] = report["timing"]["rounds"][:1] * 200
     report["setting"]["world_size"] = 8
     if failing:
@@ -398,19 +401,30 @@ def test_a_sweep_failing_at_every_size_at_eight_ranks_stays_within_what_the_port
     jsonschema.validate(sweep, SWEEP_SCHEMA)
     for point in sweep["points"]:
         # Abridged only as far as it must: the failure's class and where it happened stay.
-        assert point["abridged"] and point["abridged"][0] == "passing_ranks"
+        assert point["abridged"][:2] == ["timed_passing_ranks", "passing_ranks"]
         failure = point["report"]["failure"]
         assert (failure["failure_class"], failure["rank"], failure["trial"]) == ("value_mismatch", 3, 7)
         jsonschema.validate(point["report"], REPORT_SCHEMA)
     assert "sizes' reports abridged" in render_table(sweep)
 
 
-def test_an_honest_sweep_at_eight_ranks_keeps_every_size_whole(monkeypatch):
+def test_an_honest_sweep_at_eight_ranks_judged_outside_drops_only_the_timed_calls_passing_checks(monkeypatch):
+    # Nine such sizes embedded whole were past what the portal reads (2.88 MB measured, docs/sweeps.md).
     passing = _at_eight_ranks(failing=False)
+    assert 9 * len(json.dumps(passing)) > PORTAL_BODY_BYTES
+    sweep = _sweep_of(passing, 9, monkeypatch)
+    assert sweep["verdict"] == "pass" and len(json.dumps(sweep)) <= SWEEP_REPORT_BYTES
+    for point in sweep["points"]:
+        assert point["abridged"] == ["timed_passing_ranks"]
+        seeded = [t for t in point["report"]["trials"] if t["kind"] == "correctness"]
+        assert seeded == passing["trials"][:5] and len(point["report"]["trials"]) == 65
+
+
+def test_an_honest_sweep_at_eight_ranks_judged_in_the_ranks_keeps_every_size_whole(monkeypatch):
+    passing = _at_eight_ranks(failing=False, checked_calls=4)
     sweep = _sweep_of(passing, 9, monkeypatch)
     assert sweep["verdict"] == "pass" and all(p["abridged"] == [] for p in sweep["points"])
     assert all(p["report"]["trials"] == passing["trials"] for p in sweep["points"])
-    assert len(json.dumps(sweep)) < SWEEP_REPORT_BYTES // 2
 
 
 def test_more_sizes_than_a_report_holds_are_refused():
