@@ -9,12 +9,13 @@ side stands frozen: no copy into a slot on the clock (0.013-0.036 ms a call on o
 
 The pool's allocator hands out the heap through ctypes callbacks (no compiler in the rank): the
 caching allocator keeps the segments it gets and reuses them from block to block, and segments it
-gives back are handed out again (first fit). When the heap has no room, the first request is
-refused: the caching allocator then gives back the pool's unused cached segments and asks again
-(its own out-of-memory path). If there is still no room, segments come from the driver's own
-``cuMemAlloc``, and outputs in them take the slot copy: a candidate that allocates past the heap
-pays that copy, it never fails for it. Nothing here is trusted: an offset the rank hands over is
-bounds-checked by the judge (judge/buffers.py), and values are judged like any other output.
+gives back are handed out again (first fit). When the heap has no room, segments come from the
+driver's own ``cuMemAlloc``, and outputs in them take the slot copy: a candidate that allocates
+past the heap pays that copy, it never fails for it. (Refusing the request instead, for the
+caching allocator to give back its unused segments and retry, raised out-of-memory at once on one
+H200 with torch 2.11: the retry never reached the pool's allocator; scripts/gpu/heap_probe.py.)
+Nothing here is trusted: an offset the rank hands over is bounds-checked by the judge
+(judge/buffers.py), and values are judged like any other output.
 """
 
 from __future__ import annotations
@@ -58,34 +59,24 @@ class HeapRange:
 
 class HeapSpace:
     """Which offsets of the heap are handed out: segments first fit from those given back, else
-    from the part never used; and whether a request with no room is refused (the first time)."""
+    from the part never used."""
 
     def __init__(self, size: int) -> None:
         self.size = size
         self._next = 0  # the heap past here was never handed out
         self._free: list[tuple[int, int]] = []  # (offset, size) given back by the pool
-        self._refused = 0  # the size of the request just refused: its retry goes elsewhere
 
     def take(self, size: int) -> Optional[int]:
         taken = _round_up(size, SEGMENT)
         for i, (offset, free) in enumerate(self._free):
             if free >= taken:
                 self._free[i:i + 1] = [(offset + taken, free - taken)] if free > taken else []
-                self._refused = 0
                 return offset
         offset = _round_up(self._next, SEGMENT)
         if offset + taken > self.size:
             return None
         self._next = offset + taken
-        self._refused = 0
         return offset
-
-    def refuse(self, size: int) -> bool:
-        """No room for ``size``: refuse it once, so that the caching allocator gives back the
-        pool's unused segments and asks again; its retry is not refused."""
-        first = self._refused != size
-        self._refused = size if first else 0
-        return first
 
     def give_back(self, offset: int, size: int) -> None:
         self._free.append((offset, _round_up(size, SEGMENT)))
@@ -98,6 +89,10 @@ class OutputHeap(HeapRange):
         super().__init__(memory)
         self.space = HeapSpace(self.size)
         self._outside: set[int] = set()  # segments from cuMemAlloc, once the heap ran dry
+        # What the pool asked for (scripts/gpu/heap_probe.py prints it): segments from the heap,
+        # segments from outside, segments given back.
+        self.counts = {"heap": 0, "outside": 0, "given_back": 0}
+        self.trace: Optional[list[tuple[str, int, int]]] = None  # every call, when a probe asks
         self._driver = ctypes.CDLL("libcuda.so.1")
         self._alloc_cb = _ALLOC_FN(self._alloc)  # kept alive as long as the pool
         self._free_cb = _FREE_FN(self._free)
@@ -106,18 +101,27 @@ class OutputHeap(HeapRange):
         self.pool = torch.cuda.MemPool(allocator=allocator)
 
     def _alloc(self, size: int, device: int, stream: int) -> int:
+        ptr = self._place(size)
+        if self.trace is not None:
+            self.trace.append(("alloc", size, ptr - self.base if ptr else -1))
+        return ptr
+
+    def _place(self, size: int) -> int:
         offset = self.space.take(size)
         if offset is not None:
+            self.counts["heap"] += 1
             return self.base + offset
-        if self.space.refuse(size):
-            return 0  # the pool gives back its unused segments and asks again
         ptr = ctypes.c_uint64()
         if self._driver.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(size)) != 0:
             return 0  # torch raises its out-of-memory error: the device itself is full
+        self.counts["outside"] += 1
         self._outside.add(ptr.value)
         return ptr.value
 
     def _free(self, ptr: int, size: int, device: int, stream: int) -> None:
+        if self.trace is not None:
+            self.trace.append(("free", size, ptr - self.base))
+        self.counts["given_back"] += 1
         if ptr in self._outside:
             self._outside.discard(ptr)
             self._driver.cuMemFree_v2(ctypes.c_uint64(ptr))

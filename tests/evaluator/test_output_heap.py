@@ -25,16 +25,3 @@ def test_segments_given_back_are_handed_out_again_first_fit_and_split():
     assert space.take(1) is None
     space.give_back(second, 2 * SEGMENT)
     assert space.take(2 * SEGMENT) == second
-
-
-def test_a_request_with_no_room_is_refused_once_then_goes_elsewhere():
-    """The caching allocator answers a refusal by giving back the pool's unused segments and
-    asking again: a retry that still finds no room must not be refused (it would raise
-    out-of-memory in an honest candidate); a later request is refused first again."""
-    space = HeapSpace(2 * SEGMENT)
-    assert space.take(2 * SEGMENT) == 0
-    assert space.take(SEGMENT) is None and space.refuse(SEGMENT) is True
-    assert space.take(SEGMENT) is None and space.refuse(SEGMENT) is False  # the retry: outside the heap
-    assert space.refuse(SEGMENT) is True  # the next request starts over
-    space.give_back(0, 2 * SEGMENT)
-    assert space.take(SEGMENT) == 0  # given back between the refusal and the retry: found
