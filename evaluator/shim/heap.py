@@ -10,8 +10,8 @@ side stands frozen: no copy into a slot on the clock (0.013-0.036 ms a call on o
 The pool's allocator hands out the heap through ctypes callbacks (no compiler in the rank): the
 caching allocator keeps the segments it gets and reuses them from block to block, and segments it
 gives back are handed out again (first fit). When the heap has no room, segments come from the
-driver's own ``cuMemAlloc``, and outputs in them take the slot copy: a candidate that allocates
-past the heap pays that copy, it never fails for it. (Refusing the request instead, for the
+driver's own ``cuMemAlloc``, outputs in them take the slot copy, and the pool is not entered again
+(``allocating``): a candidate that allocates past the heap pays that copy, it never fails for it. (Refusing the request instead, for the
 caching allocator to give back its unused segments and retry, raised out-of-memory at once on one
 H200 with torch 2.11: the retry never reached the pool's allocator; scripts/gpu/heap_probe.py.)
 Nothing here is trusted: an offset the rank hands over is bounds-checked by the judge
@@ -129,4 +129,11 @@ class OutputHeap(HeapRange):
             self.space.give_back(ptr - self.base, size)
 
     def allocating(self) -> contextlib.AbstractContextManager[None]:
+        """The pool around a call, until the heap has run dry once: from then on the candidate
+        allocates as it would with no heap. Segments the pool got from outside the heap are
+        not always reused: over a one-rank gloo group on one H200, the pool never got a
+        segment back and asked for a new 64 MiB one every call (scripts/gpu/heap_probe.py), so
+        staying in it would grow the candidate's memory without bound."""
+        if self.counts["outside"]:
+            return contextlib.nullcontext()
         return torch.cuda.use_mem_pool(self.pool)
