@@ -54,6 +54,8 @@ class SharedBuffers:
     def new_block(self) -> None:
         """The judge read the last block's outputs before it commanded this one: let them go."""
         self._kept, self._spans = [], []
+        if self.heap is not None:
+            self.heap.recycle()
 
     def _left_in_place(self, tensor: torch.Tensor, nbytes: int) -> Optional[int]:
         """The heap offset of an output to leave where it is, or None to copy it. Within a block

@@ -56,6 +56,9 @@ class HeapRange:
     def allocating(self) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext()
 
+    def recycle(self) -> None:
+        """After the last block's outputs are let go (no pool here: nothing to do)."""
+
 
 class HeapSpace:
     """Which offsets of the heap are handed out: segments first fit from those given back, else
@@ -128,12 +131,20 @@ class OutputHeap(HeapRange):
         elif self.base <= ptr < self.base + self.size:
             self.space.give_back(ptr - self.base, size)
 
+    def recycle(self) -> None:
+        """One allocation outside the pool, once the last block's outputs are let go: the caching
+        allocator then processes the events of blocks that other streams used (a collective's)
+        and returns them to the pool. Inside the pool it defers them, as during a graph capture:
+        with no allocation outside, the pool reused no segment over gloo on one H200 and took a
+        new 64 MiB one every call; with this one, 28 segments served every block of 28 calls
+        (scripts/gpu/heap_probe.py --nudge)."""
+        torch.empty(1, device=self.memory.torch_device)
+
     def allocating(self) -> contextlib.AbstractContextManager[None]:
         """The pool around a call, until the heap has run dry once: from then on the candidate
-        allocates as it would with no heap. Segments the pool got from outside the heap are
-        not always reused: over a one-rank gloo group on one H200, the pool never got a
-        segment back and asked for a new 64 MiB one every call (scripts/gpu/heap_probe.py), so
-        staying in it would grow the candidate's memory without bound."""
+        allocates as it would with no heap. Should the pool still not reuse its segments (a
+        candidate that frees its outputs only inside a call, say), staying in it would grow the
+        candidate's memory by a segment a call, outside the heap."""
         if self.counts["outside"]:
             return contextlib.nullcontext()
         return torch.cuda.use_mem_pool(self.pool)

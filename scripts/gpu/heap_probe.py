@@ -37,6 +37,8 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=28)
     parser.add_argument("--mib", type=int, default=64)
     parser.add_argument("--no-gloo", action="store_true")
+    parser.add_argument("--nudge", action="store_true",
+                        help="allocate one element outside the pool after each block, as the shim's new_block does")
     args = parser.parse_args()
     nbytes = args.mib << 20
     torch.cuda.set_device(0)
@@ -66,6 +68,8 @@ def main() -> None:
                 torch.cuda.synchronize()
                 inside += sum(heap.offset_of(t) is not None for t in kept)
                 del kept
+                if args.nudge:
+                    torch.empty(1, device="cuda")
         except Exception:  # noqa: BLE001 - printed: what the probe is for
             traceback.print_exc()
         print(f"{name}: {blocks} x {calls} calls, {inside} outputs in the heap, counts {heap.counts}, "
