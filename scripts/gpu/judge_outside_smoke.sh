@@ -58,7 +58,7 @@ MODEL=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -Eo '
 HARDWARE=()
 [ -n "$MODEL" ] && [ -f "hardware/$MODEL-x2-nvlink.json" ] && HARDWARE=(--hardware "$MODEL-x2-nvlink")
 echo "== $(date -u +%FT%TZ) judge_outside_smoke on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" \
-  "GPUs $CUDA_VISIBLE_DEVICES ${SHARED[*]} size $SIZE, commit $(git rev-parse --short HEAD 2>/dev/null)"
+  "GPUs $CUDA_VISIBLE_DEVICES ${SHARED[*]} size $SIZE, commit ${PKB_GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}"
 i=0
 for run in "${RUNS[@]}"; do
   judge=${run%%:*}; file=${run#*:}; problem=all-reduce; i=$((i + 1))
