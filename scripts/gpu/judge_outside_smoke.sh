@@ -47,6 +47,9 @@ RUNS=("outside:$WORK/all_reduce_reference_copy.py" "ranks:$WORK/all_reduce_refer
       "ranks:tests/evaluator/hostile/predicts_shared_inputs.py:fsdp-tp-swiglu-mlp"
       "outside:tests/evaluator/hostile/predicts_shared_inputs.py:fsdp-tp-swiglu-mlp"
       "outside:$WORK/all_reduce_reused_output.py")
+# SMOKE_FILES="outside:tests/evaluator/hostile/batches_the_block.py ..." runs those instead
+# (judge:file[:problem], problem all-reduce when not named): the attacks on the judge, on GPUs.
+if [ -n "${SMOKE_FILES:-}" ]; then read -r -a RUNS <<< "$SMOKE_FILES"; fi
 # SMOKE_RUNS="1 3 5" keeps those of the nine (1-based), for a call shared with other work.
 if [ -n "${SMOKE_RUNS:-}" ]; then
   kept=(); for i in $SMOKE_RUNS; do kept+=("${RUNS[$((i - 1))]}"); done; RUNS=("${kept[@]}")
