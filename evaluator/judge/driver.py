@@ -168,7 +168,9 @@ def check_host_tcp(candidate: SideRun, when: str) -> None:
     """The candidate's resource_limit if the host's one pool of TCP memory, grown since it began,
     is so full while it stands stopped that the reference would run starved (red team,
     fills_the_hosts_tcp_memory: judge/host_tcp.py)."""
-    if (why := starved(candidate.host_tcp_at_start)) is not None:
+    # The side's network namespace, read where its init (confined) or the judge (unconfined) sees it.
+    init = candidate.box.reaper_id() if getattr(candidate.box, "confined", False) else None
+    if (why := starved(candidate.host_tcp_at_start, f"/proc/{init}/net" if init else "/proc/self/net")) is not None:
         raise DrivenFailure("candidate", make_failure(FailureClass.RESOURCE_LIMIT, f"{why} ({when})"))
 
 

@@ -10,12 +10,16 @@ reference's gloo, whose every byte goes over loopback TCP (red team, fills_the_h
 178 ms an 8 KiB all-reduce instead of 2, and a candidate that reduced through a file its ranks
 share passed at 155x).
 
-Which sockets hold the pool cannot be read per namespace (/proc/net/tcp's queues miss MPTCP's:
-4 MB sent over one MPTCP connection showed 48 KB there), so it is told by elimination: when the
-judge looks, both sides stand stopped, the reference's sockets are drained (its calls are done)
-and nothing else of this evaluation holds any. The pool grown since the evaluation began, by more
-than a quarter of the low mark and past half of it, is then the candidate's doing (on a host where
-nothing else holds that much TCP memory: a worker runs one evaluation at a time).
+What a namespace's sockets hold cannot be read whole (/proc/net/tcp's queues miss MPTCP's: 4 MB
+sent over one MPTCP connection showed 48 KB there; a socket holds up to a page it has no queue
+for), so the judge asks for two things. The pool: when it looks, both sides stand stopped, the
+reference's sockets are drained (its calls are done) and nothing else of this evaluation holds
+any; past half of the low mark, and grown since the evaluation began by more than a quarter of it.
+And its own share of it in the candidate's network namespace: an eighth of that growth queued in
+its TCP sockets (a page at least for each socket holding any), or any MPTCP socket (neither gloo
+nor NCCL opens one), or more TCP sockets than an honest rank opens. The second keeps another
+evaluation on the same host, filling the pool meanwhile, from failing an honest candidate.
+Unconfined the candidate's sockets are in the host's namespace, mixed with everyone's.
 """
 
 from __future__ import annotations
@@ -50,14 +54,57 @@ def host_tcp_low() -> Optional[int]:
         return None
 
 
-def starved(at_start: Optional[int]) -> Optional[str]:
+# TCP socket lines read of the candidate's namespace at most: honest ranks hold a few per peer, and
+# a namespace with more is the candidate's doing (each socket may hold a page it shows no queue for).
+MAX_SOCKETS = 8192
+
+
+def namespace_share(net: str) -> tuple[int, int, bool]:
+    """In the network namespace whose /proc/PID/net folder is ``net``: bytes its TCP sockets hold
+    by their queues (a page at least for each that holds any; listening sockets count connections
+    there, not bytes), its MPTCP sockets, and whether it has more than MAX_SOCKETS TCP sockets."""
+    held = lines = 0
+    for name in ("tcp", "tcp6"):
+        try:
+            with open(f"{net}/{name}", "rb") as handle:
+                next(handle, None)  # the header
+                for line in handle:
+                    lines += 1
+                    if lines > MAX_SOCKETS:
+                        return held, 0, True
+                    fields = line.split()
+                    if len(fields) < 5 or fields[3] == b"0A":
+                        continue
+                    tx, _, rx = fields[4].partition(b":")
+                    if (queued := int(tx, 16) + int(rx, 16)):
+                        held += max(queued, PAGE)
+        except (OSError, ValueError):
+            continue
+    mptcp = 0
+    try:
+        with open(f"{net}/protocols", "rb") as handle:
+            for line in handle:
+                if line.startswith(b"MPTCP"):
+                    mptcp += int(line.split()[2])  # its "sockets" column: in use in this namespace
+    except (OSError, ValueError, IndexError):
+        pass
+    return held, mptcp, False
+
+
+def starved(at_start: Optional[int], net: str) -> Optional[str]:
     """Why the reference cannot be run now for want of TCP memory, with the candidate stopped, or
-    None: the host's pool past half of its low mark, and grown since the evaluation began
-    (``at_start``, in pages) by more than a quarter of it. Two small files, read off the clock."""
+    None: the host's pool past half of its low mark, grown since the evaluation began (``at_start``,
+    in pages) by more than a quarter of it, and the candidate's namespace (``net``, a /proc/PID/net
+    folder) holding its share of that. Two small files while the pool is low, read off the clock."""
     pages, low = host_tcp_pages(), host_tcp_low()
     if pages is None or low is None or at_start is None or pages * 2 < low or (pages - at_start) * 4 < low:
         return None
+    held, mptcp, too_many = namespace_share(net)
+    if not (too_many or mptcp or held * 8 >= (pages - at_start) * PAGE):
+        return None  # filled by another's sockets, not this candidate's
+    share = (f"more than {MAX_SOCKETS} TCP sockets" if too_many else f"{mptcp} MPTCP sockets" if mptcp
+             else f"TCP sockets holding {held / 2**20:.0f} MiB")
     return (f"the host's TCP memory was {pages * PAGE / 2**20:.0f} MiB while the candidate stood stopped "
-            f"({at_start * PAGE / 2**20:.0f} MiB when the evaluation began), past half of the "
-            f"{low * PAGE / 2**20:.0f} MiB below which the kernel leaves TCP alone: sockets left full are one "
-            "pool for the whole host, and the reference's would run starved beside them")
+            f"({at_start * PAGE / 2**20:.0f} MiB when the evaluation began; the candidate's network held {share}), "
+            f"past half of the {low * PAGE / 2**20:.0f} MiB below which the kernel leaves TCP alone: sockets "
+            "left full are one pool for the whole host, and the reference's would run starved beside them")
