@@ -360,10 +360,11 @@ def test_a_ready_step_nested_to_the_parsers_edge_still_ends_in_a_verdict(tmp_pat
         return "not a message" in ((run_at(depth)["failure"] or {}).get("message") or "")
 
     # The edge hangs on this process's stack: the deepest step the judge still parses (a refused
-    # step is the candidate's protocol_violation at once), found from 1024 in steps that double
-    # (it was 986 on 2026-11-29: 1024, 1008, 976, then five halvings), then by bisection. Each
-    # depth runs once: the probes' reports are the ones judged below (a bracket of 500-1500 ran
-    # 16 evaluations, 51 s of make test).
+    # step is the candidate's protocol_violation at once), found from 1024 in steps that double,
+    # then by bisection (about 947 under pytest on 2026-11-29: 1024, 1008, 976, 912, then six
+    # halvings). Each depth runs once: the probes' own reports are judged below. A bracket of
+    # 500-1500 and fresh runs below it took 16 evaluations: 39 s alone against 21 s now (same
+    # machine, a minute apart), 51 s in make test.
     depth, step = 1024, 16
     low, high = (None, depth) if refused(depth) else (depth, None)
     while low is None or high is None:
