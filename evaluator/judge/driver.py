@@ -270,10 +270,23 @@ class Judge:
         releasing = 0.0  # of the run phase: the judge's own work between a rank's "called" and "go"
         ranks = len(written)
         returned: set[int] = set()  # the ranks that have returned the call they run now
+
+        def failed(failure: Any) -> DrivenFailure:
+            """The side's failure, unless the candidate stood stopped beside the reference and ran:
+            the reference's failure is ours, and the reading after its block used to come only once
+            the block was over. Helpers woken by their own timers inside a reference block starved
+            it past its deadline, and a wrong candidate ended as our harness_error, unread (red
+            team, starves_a_reference_block_past_its_deadline; the start-up's reading already came
+            first, Evaluation.start_beside_frozen)."""
+            if watched is not None:
+                self.read_still(watched, f"while they stood stopped, during the reference's {what}",
+                                "work that escapes the freeze runs beside the other side", FROZEN_RUN_NS)
+            return DrivenFailure(side, failure)
+
         while not run.waiting():
             failure = run.poll(0.02 if last == 0 else 0.002)
             if failure is not None:
-                raise DrivenFailure(side, failure)
+                raise failed(failure)
             for rank, said_block, call in run.take_called():
                 if said_block != block or call != released[rank] or call >= last:
                     continue  # not the call this rank runs now: a claim that releases nothing
@@ -301,13 +314,13 @@ class Judge:
                 releasing += time.perf_counter() - took
         answered = time.perf_counter()
         if not run.freeze():
-            raise DrivenFailure(side, make_failure(
+            raise failed(make_failure(
                 FailureClass.PROTOCOL_VIOLATION,
                 f"the {side}'s processes could not all be stopped after its calls (a process that cannot "
                 "be stopped keeps running while the other side is timed)"))
         frozen = time.perf_counter()
         if self.quiet is not None and (busy := self.quiet.wait(within_s)) is not None:
-            raise DrivenFailure(side, make_failure(
+            raise failed(make_failure(
                 FailureClass.PROTOCOL_VIOLATION,
                 f"the {side} left work running on GPU {busy} for {within_s:.0f} s after it answered "
                 f"{what} and its processes were stopped (no side may run while the other is timed)"))

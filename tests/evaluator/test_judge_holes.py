@@ -521,3 +521,56 @@ def test_a_candidate_that_holds_the_hosts_tcp_memory_while_frozen_fails():
     assert report["verdict"] == "fail", (report.get("timing") or {}).get("speedup")
     assert report["failure"]["failure_class"] == "resource_limit", report["failure"]
     assert "TCP memory" in report["failure"]["message"]
+
+
+@pytest.mark.parametrize("ran", [True, False])
+def test_a_reference_block_that_fails_beside_a_candidate_that_ran_is_the_candidates(ran):
+    # Helpers woken by their own timers inside a reference block (starves_a_reference_block_past_
+    # its_deadline, 200 of them in sessions of their own) starved it past its deadline: the judge
+    # raised the reference's failure, our harness_error, before its reading after the block, and
+    # the candidate's threads were never read (1 run of 3 with a 1 s step limit on this 2-core
+    # host; the attack's timing is the host's, so the judge's order is tested here, not its odds).
+    from pathlib import Path
+
+    from evaluator.judge.buffers import WrittenCall
+    from evaluator.judge.driver import Judge
+    from evaluator.paired import DrivenFailure
+    from evaluator.report import FailureClass, make_failure
+
+    class Buffers:  # one rank's, as a block uses them
+        slot_bytes = 1 << 20
+
+        def slot(self, call):
+            return 0
+
+        def release(self, written, wait=True):
+            pass
+
+        def settle(self):
+            pass
+
+        def new_block(self):
+            pass
+
+    class Reference:  # its block never ends: its deadline passes
+        ranks = [None]
+        take_called = staticmethod(lambda: [])
+        thaw = command_each = staticmethod(lambda *args, **kwargs: None)
+        waiting = staticmethod(lambda: False)
+        poll = staticmethod(lambda timeout: make_failure(FailureClass.DEADLOCK, "did not finish a timed block"))
+
+    class Candidate:  # stopped; its threads read before the block, and once it failed
+        readings = [{(7, 7): 1_000}, {(7, 7): 90_001_000 if ran else 1_000}]
+        cpu_seconds = staticmethod(lambda: 0.0)
+        box, host_tcp_at_start = None, None
+
+        def thread_run_ns(self):
+            return self.readings.pop(0)
+
+    judge = Judge(None, (), Path("."), {"reference": [Buffers()]}, 1.0)
+    with pytest.raises(DrivenFailure) as raised:
+        judge.run_calls(Reference(), Candidate(), "reference", [[WrittenCall({"tensors": [], "values": {}}, {})]],
+                        within_s=1.0, what="timed block 2")
+    assert raised.value.side == ("candidate" if ran else "reference"), raised.value.failure
+    if ran:
+        assert "during the reference's timed block 2" in raised.value.failure["message"]
