@@ -22,9 +22,9 @@ candidate's, never as ours.
 Measured 2026-11-29 on the 2-core machine, sandbox on, before the fix, with a 1 s step limit (an
 earlier version, its helper woken a fixed 12 ms after the block's answer): 1 run of 3 ended as our
 harness_error ("ranks 0, 1 did not finish a timed block in time (timed block 14, 2 s)"), the other
-two were caught after the block; with a 2 s limit the starved block ended in time (5 runs of 5
-caught: the session groups took the reference's share down by a few times, not by 200). How far a
-block is starved is the scheduler's; the judge's order is what the test checks
+two were caught after the block; with a 2 s limit 5 runs of 5 were caught (4 beside the block,
+which ended in time although the candidate used up to 4600 ms of processor beside it; 1 before).
+How far a block is starved is the scheduler's; the judge's order is what the test checks
 (test_judge_holes.py): a reference that fails beside a candidate that ran is the candidate's.
 """
 
