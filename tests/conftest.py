@@ -22,6 +22,22 @@ def pytest_configure(config: Any) -> None:
     # Here rather than in pyproject.toml's list: a change there would rebuild every .venv (Makefile).
     config.addinivalue_line("markers", "unconfined_in_long: with --sandbox=off it counts as long (make "
                             "test-long): its outcome does not hang on how ranks start, die or hand back outputs")
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        one_thread_per_worker()
+
+
+def one_thread_per_worker() -> None:
+    """Under pytest -n each worker's own torch work (the judge outside the ranks, the exact and
+    decision-band suites in process, the portal's reports) uses one thread: make test's two workers
+    on the 2-core machine, each with torch's default of a thread per core, ran four busy threads
+    beside the ranks (docs/tests.md, "One thread per worker"). Ranks set their own (the sandbox's
+    OMP_NUM_THREADS, the job's threads); what this process starts inherits it."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("MKL_NUM_THREADS", "1")
+    import sys
+
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m selects: the `long` added here must count
