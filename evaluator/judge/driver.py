@@ -165,9 +165,9 @@ def check_stood_still(before: dict[tuple[int, int], int], after: dict[tuple[int,
 
 
 def check_host_tcp(candidate: SideRun, when: str) -> None:
-    """The candidate's resource_limit if the host's one pool of TCP memory, grown since it began,
-    is so full while it stands stopped that the reference would run starved (red team,
-    fills_the_hosts_tcp_memory: judge/host_tcp.py)."""
+    """The candidate's resource_limit if the host's one pool of TCP memory is so full while it
+    stands stopped, its own sockets holding a share, that the reference would run starved (red
+    team, fills_the_hosts_tcp_memory: judge/host_tcp.py)."""
     # The side's network namespace, read where its init (confined) or the judge (unconfined) sees it.
     init = candidate.box.reaper_id() if getattr(candidate.box, "confined", False) else None
     if (why := starved(candidate.host_tcp_at_start, f"/proc/{init}/net" if init else "/proc/self/net")) is not None:

@@ -12,14 +12,15 @@ share passed at 155x).
 
 What a namespace's sockets hold cannot be read whole (/proc/net/tcp's queues miss MPTCP's: 4 MB
 sent over one MPTCP connection showed 48 KB there; a socket holds up to a page it has no queue
-for), so the judge asks for two things. The pool: when it looks, both sides stand stopped, the
-reference's sockets are drained (its calls are done) and nothing else of this evaluation holds
-any; past half of the low mark, and grown since the evaluation began by more than a quarter of it.
-And its own share of it in the candidate's network namespace: an eighth of that growth queued in
-its TCP sockets (a page at least for each socket holding any), or any MPTCP socket (neither gloo
-nor NCCL opens one), or more TCP sockets than an honest rank opens. The second keeps another
-evaluation on the same host, filling the pool meanwhile, from failing an honest candidate.
-Unconfined the candidate's sockets are in the host's namespace, mixed with everyone's.
+for), so the judge asks for two things. The pool: when it looks, both sides stand stopped and the
+reference's sockets are drained (its calls are done); past half of the low mark. And the
+candidate's own share of it, in its network namespace: an eighth of the pool queued in its TCP
+sockets (a page at least for each socket holding any), or any MPTCP socket (neither gloo nor NCCL
+opens one), or more TCP sockets than an honest rank opens. The share keeps another evaluation on
+the same host, filling the pool, from failing an honest candidate; it is not the pool's growth
+since the candidate began, which a fill already there when it began hid (unconfined, 8.6x beside
+another session's fill). Unconfined the candidate's sockets are in the host's namespace, mixed
+with everyone's.
 """
 
 from __future__ import annotations
@@ -93,18 +94,18 @@ def namespace_share(net: str) -> tuple[int, int, bool]:
 
 def starved(at_start: Optional[int], net: str) -> Optional[str]:
     """Why the reference cannot be run now for want of TCP memory, with the candidate stopped, or
-    None: the host's pool past half of its low mark, grown since the evaluation began (``at_start``,
-    in pages) by more than a quarter of it, and the candidate's namespace (``net``, a /proc/PID/net
-    folder) holding its share of that. Two small files while the pool is low, read off the clock."""
+    None: the host's pool past half of its low mark, and the candidate's namespace (``net``, a
+    /proc/PID/net folder) holding its share of it. ``at_start``: the pool when the candidate began
+    (pages), for the message. Two small files while the pool is low, read off the clock."""
     pages, low = host_tcp_pages(), host_tcp_low()
-    if pages is None or low is None or at_start is None or pages * 2 < low or (pages - at_start) * 4 < low:
+    if pages is None or low is None or pages * 2 < low:
         return None
     held, mptcp, too_many = namespace_share(net)
-    if not (too_many or mptcp or held * 8 >= (pages - at_start) * PAGE):
+    if not (too_many or mptcp or held * 8 >= pages * PAGE):
         return None  # filled by another's sockets, not this candidate's
     share = (f"more than {MAX_SOCKETS} TCP sockets" if too_many else f"{mptcp} MPTCP sockets" if mptcp
              else f"TCP sockets holding {held / 2**20:.0f} MiB")
     return (f"the host's TCP memory was {pages * PAGE / 2**20:.0f} MiB while the candidate stood stopped "
-            f"({at_start * PAGE / 2**20:.0f} MiB when the evaluation began; the candidate's network held {share}), "
+            f"({'?' if at_start is None else f'{at_start * PAGE / 2**20:.0f}'} MiB when it began; its network held {share}), "
             f"past half of the {low * PAGE / 2**20:.0f} MiB below which the kernel leaves TCP alone: sockets "
             "left full are one pool for the whole host, and the reference's would run starved beside them")
