@@ -515,8 +515,8 @@ def test_a_candidate_that_holds_the_hosts_tcp_memory_while_frozen_fails():
     # queued 2.2 GB in connections to itself and never read them, and the reference's gloo ran
     # starved beside the frozen candidate (178 ms an 8 KiB all-reduce instead of 2), while the
     # candidate reduced through a file its ranks share: it passed at 155x (3.0x without the fill).
-    # Over MPTCP (the same pool) /proc/net/tcp shows almost nothing of it: the judge tells whose it
-    # is by elimination, the pool's growth since the evaluation began.
+    # Over MPTCP (the same pool) /proc/net/tcp shows almost nothing of it: past half the pool's low
+    # mark, the candidate's own share decides (queued bytes, MPTCP sockets, their number).
     report = run("fills_the_hosts_tcp_memory")
     assert report["verdict"] == "fail", (report.get("timing") or {}).get("speedup")
     assert report["failure"]["failure_class"] == "resource_limit", report["failure"]
