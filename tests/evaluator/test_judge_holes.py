@@ -502,7 +502,9 @@ def test_a_per_user_kernel_limit_spent_by_the_candidate_is_not_the_references():
     # now run as a host uid of their own.
     report = run("exhausts_the_shared_uids_epoll_watches", timing=True)
     assert report["verdict"] == "fail"
-    assert report["failure"]["failure_class"] == "value_mismatch", report["failure"]
+    # Its wrong answers, or its own side's gloo starved of watches too (its finish's barrier hung on
+    # rank 1 in two runs of six here): the candidate's failure either way, never ours.
+    assert report["failure"]["failure_class"] in ("value_mismatch", "deadlock"), report["failure"]
 
 
 # Serial, in make test-long: it fills the host's TCP pool for a few seconds, which starves the gloo
