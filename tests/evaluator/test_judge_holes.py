@@ -503,7 +503,7 @@ def test_a_per_user_kernel_limit_spent_by_the_candidate_is_not_the_references():
     report = run("exhausts_the_shared_uids_epoll_watches", timing=True)
     assert report["verdict"] == "fail"
     # Its wrong answers, or its own side's gloo starved of watches too (its finish's barrier hung on
-    # rank 1 in two runs of six here): the candidate's failure either way, never ours.
+    # rank 1 in two runs of seven here): the candidate's failure either way, never ours.
     assert report["failure"]["failure_class"] in ("value_mismatch", "deadlock"), report["failure"]
 
 
