@@ -576,3 +576,14 @@ def test_a_reference_block_that_fails_beside_a_candidate_that_ran_is_the_candida
     assert raised.value.side == ("candidate" if ran else "reference"), raised.value.failure
     if ran:
         assert "during the reference's timed block 2" in raised.value.failure["message"]
+
+
+# Serial, in make test-long: 200 processes spin on the host for a moment.
+@pytest.mark.slow
+@pytest.mark.long
+def test_a_reference_block_starved_from_inside_the_freeze_fails_the_candidate():
+    # The attack itself under the test limits (8 s a step: the starved block ends in time here, and
+    # the candidate is read after it or before it), and never our harness_error.
+    report = run("starves_a_reference_block_past_its_deadline")
+    assert report["verdict"] == "fail"
+    assert report["failure"]["failure_class"] in ("protocol_violation", "value_mismatch"), report["failure"]
