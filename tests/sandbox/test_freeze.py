@@ -83,3 +83,30 @@ def test_a_frozen_side_uses_no_cpu_until_it_is_thawed(confined):
             box.stop()
             box.close()
             os.close(log_r)
+
+
+def test_a_tasks_state_is_read_past_a_name_that_holds_parentheses_and_after_it_is_gone():
+    """The freeze's reading of each thread (watch.task_state): the state follows the last ")" of
+    the stat line's head, whatever the task calls itself; a task gone reads as "X"."""
+    import signal
+    import subprocess
+
+    from evaluator.sandbox.watch import task_state
+
+    code = ("import ctypes, time; ctypes.CDLL(None).prctl(15, b'a) b (c) S', 0, 0, 0); "
+            "print('named', flush=True); time.sleep(30)")
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    try:
+        assert child.stdout.readline() == b"named\n"
+        stat = f"/proc/{child.pid}/stat"
+        assert b"(a) b (c) S)" in Path(stat).read_bytes()
+        assert task_state(stat) == "S"
+        os.kill(child.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 5
+        while task_state(stat) != "T" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert task_state(stat) == "T"
+    finally:
+        child.kill()
+        child.wait()
+    assert task_state(stat) == "X"
