@@ -181,7 +181,10 @@ class SideRun(SideDiagnosis):
         # The host's TCP memory before anything of the side runs: what the judge holds a stopped
         # candidate's to (judge/host_tcp.py, red team, fills_the_hosts_tcp_memory).
         self.host_tcp_at_start = host_tcp_pages()
-        self.selector = selectors.DefaultSelector()
+        # poll, not epoll: epoll watches are counted per host user (fs.epoll.max_user_watches), and
+        # without root the ranks run as the evaluator's user, so a candidate that spends them
+        # would leave the judge unable to watch its own pipes (red team, eighth pass).
+        self.selector = selectors.PollSelector()
         try:
             self.box = self.start()
         except SandboxError as exc:
