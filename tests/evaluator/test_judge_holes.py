@@ -360,12 +360,15 @@ def test_a_ready_step_nested_to_the_parsers_edge_still_ends_in_a_verdict(tmp_pat
         return "not a message" in ((run_at(depth)["failure"] or {}).get("message") or "")
 
     # The edge hangs on this process's stack: the deepest step the judge still parses (a refused
-    # step is the candidate's protocol_violation at once), found from 1024 in steps that double,
-    # then by bisection (about 947 under pytest on 2026-11-29: 1024, 1008, 976, 912, then six
-    # halvings). Each depth runs once: the probes' own reports are judged below. A bracket of
-    # 500-1500 and fresh runs below it took 16 evaluations: 39 s alone against 21 s now (same
-    # machine, a minute apart), 51 s in make test.
-    depth, step = 1024, 16
+    # step is the candidate's protocol_violation at once). The judge parses a rank's line about 20
+    # frames below this test (the edge and this test's depth came to 980 frames alone and 979 under
+    # pytest -n on 2026-11-29, of a limit of 1000), so it is looked for there first, then in steps
+    # that double, then by bisection; each depth runs once, and the probes' reports are judged
+    # below. A bracket of 500-1500 took 16 evaluations (51-67 s of make test); this takes 5 or 6.
+    import inspect
+    import sys
+
+    depth, step = sys.getrecursionlimit() - len(inspect.stack(0)) - 20, 1
     low, high = (None, depth) if refused(depth) else (depth, None)
     while low is None or high is None:
         depth = max(depth - step, 1) if low is None else depth + step
