@@ -46,7 +46,7 @@ from .report import (SCHEMA_VERSION, Failure, FailureClass, RankCheck, Report,
                      Timing, Trial, WallTime, bounded_failure, make_failure)
 from .roofline import roofline
 from .sandbox import unavailable_reason
-from .hardware import clocks
+from .hardware import clocks, gpu_memory
 from .hardware.affinity import rank_cpus
 from .judge.buffers import RankBuffers, heap_bytes, output_bound
 from .judge.driver import (FROZEN_RUN_NS, Judge, JudgedTimer, calls_per_block, check_host_tcp,
@@ -349,10 +349,13 @@ class Evaluation:
             self.phases.mark("timing")
         except DrivenFailure as exc:
             ran = (candidate_run.run_seconds(), reference_run.run_seconds() if reference_run else 0.0)
+            starved = self.starved_reference(candidate_run) if exc.side == "reference" else None
             candidate = candidate_run.end()
             reference = reference_run.end() if reference_run else None
             if exc.side == "candidate":
                 return self.report(exc.failure, [], None, candidate, None)
+            if starved is not None:
+                return self.report(starved, [], None, candidate, reference)
             if reference_run is not None and reference_run.out_of_time and ran[0] > ran[1]:
                 # The evaluation's time ran out while the judge ran the reference, but most of it
                 # went to the candidate (red team, spends_the_deadline_at_start: a start-up held to
@@ -423,6 +426,18 @@ class Evaluation:
                                 **({"outputs_read": outputs_read(buffers)} if self.heap_bytes(calls) else {})}
         return self.report(failure, trials, timing, candidate, reference)
 
+    def starved_reference(self, candidate: SideRun) -> Optional[Failure]:
+        """On GPUs, a reference that failed while the candidate's processes held more than their
+        share of a GPU's memory: the candidate's ``resource_limit``, not our harness_error (asked
+        before the candidate's processes end; hardware/gpu_memory.py)."""
+        if self.config.device != "cuda" or candidate.box is None:
+            return None
+        try:
+            why = gpu_memory.starved_by(candidate.box.process_ids())
+        except Exception:  # noqa: BLE001 - a driver query must not turn a verdict into no verdict
+            return None
+        return make_failure(FailureClass.RESOURCE_LIMIT, why) if why else None
+
     @staticmethod
     def start_beside_frozen(reference: SideRun, candidate: SideRun, started: dict[str, SideRun]) -> None:
         """Start the reference while the candidate stands frozen. A frozen candidate's process can
@@ -454,9 +469,12 @@ class Evaluation:
         try:
             paired = timer.run()
         except DrivenFailure as exc:
+            starved = self.starved_reference(candidate_run) if exc.side == "reference" else None
             candidate, reference = candidate_run.end(), reference_run.end()
             if exc.side == "candidate":
                 return self.report(exc.failure, [], None, candidate, None)
+            if starved is not None:
+                return self.report(starved, [], None, candidate, reference)
             # The reference runs only our code: whatever went wrong there is ours.
             failure = dict(exc.failure, failure_class=FailureClass.HARNESS_ERROR.value)
             return self.report(failure, [], None, candidate, reference)  # type: ignore[arg-type]
