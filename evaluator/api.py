@@ -423,7 +423,8 @@ class Evaluation:
                                 "block_ms": {side: phase_summary(phases) for side, phases in judge.phases.items()
                                              if phases},
                                 **({"gpu_quiet": quiet.describe()} if quiet is not None else {}),
-                                **({"outputs_read": outputs_read(buffers)} if self.heap_bytes(calls) else {})}
+                                **({"outputs_read": outputs_read(buffers)}
+                                   if buffers["candidate"][0].heap is not None else {})}
         return self.report(failure, trials, timing, candidate, reference)
 
     def starved_reference(self, candidate: SideRun) -> Optional[Failure]:

@@ -20,6 +20,9 @@ MAX_OUTPUTS = 64
 # An output entry's fifth field when its bytes were left in the rank's output heap (GPUs, released
 # by block: shim/heap.py): its offset is then into the heap, not the slot.
 IN_HEAP = "heap"
+# The heap is handed out, and sized by the judge, in segments of this many bytes: the caching
+# allocator's large segments are 2 MiB multiples, and each starts on such a boundary.
+HEAP_SEGMENT = 2 << 20
 _LENGTH = struct.Struct("<I")
 
 DTYPES = {str(d).removeprefix("torch."): d for d in (
@@ -35,8 +38,12 @@ def dtype_name(dtype: torch.dtype) -> str:
     return name
 
 
+def round_up(n: int, step: int) -> int:
+    return -(-n // step) * step
+
+
 def aligned(n: int) -> int:
-    return -(-n // ALIGN) * ALIGN
+    return round_up(n, ALIGN)
 
 
 def encode_header(entries: list[list[Any]]) -> bytes:

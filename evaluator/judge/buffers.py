@@ -19,7 +19,7 @@ from typing import Any, Optional, Union
 import torch
 
 from ..shared_memory import SharedMemory, create
-from ..wire import DTYPES, HEADER_BYTES, IN_HEAP, MAX_OUTPUTS, aligned, dtype_name, header_length
+from ..wire import DTYPES, HEADER_BYTES, HEAP_SEGMENT, IN_HEAP, MAX_OUTPUTS, aligned, dtype_name, header_length, round_up
 
 
 def input_bytes(inputs: dict[str, Any]) -> int:
@@ -59,13 +59,11 @@ def bytes_differ(ours: torch.Tensor, theirs: torch.Tensor) -> torch.Tensor:
 # segments, and room for temporaries; within a budget per rank and side. Sized from the problem's
 # HBM bytes (more than any reference's outputs but a few): a candidate whose allocations outgrow it
 # only pays the slot copy for what lands outside.
-HEAP_SEGMENT = 2 << 20
 HEAP_BUDGET_BYTES = 8 << 30
 
 
 def heap_bytes(calls: int, hbm_bytes: int) -> int:
-    per_call = -(-max(hbm_bytes, 1) // HEAP_SEGMENT) * HEAP_SEGMENT
-    return min(HEAP_BUDGET_BYTES, calls * per_call + 64 * HEAP_SEGMENT)
+    return min(HEAP_BUDGET_BYTES, calls * round_up(max(hbm_bytes, 1), HEAP_SEGMENT) + 64 * HEAP_SEGMENT)
 
 
 # More dimensions than torch itself allows in practice: an output description with more is not ours.

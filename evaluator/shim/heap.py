@@ -27,14 +27,10 @@ from typing import Any, Optional
 import torch
 
 from ..shared_memory import SharedMemory
+from ..wire import HEAP_SEGMENT, round_up
 
-SEGMENT = 2 << 20  # the caching allocator's large segments are 2 MiB multiples; align each to one
 _ALLOC_FN = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p)
 _FREE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p)
-
-
-def _round_up(n: int, step: int) -> int:
-    return -(-n // step) * step
 
 
 class HeapRange:
@@ -70,19 +66,19 @@ class HeapSpace:
         self._free: list[tuple[int, int]] = []  # (offset, size) given back by the pool
 
     def take(self, size: int) -> Optional[int]:
-        taken = _round_up(size, SEGMENT)
+        taken = round_up(size, HEAP_SEGMENT)
         for i, (offset, free) in enumerate(self._free):
             if free >= taken:
                 self._free[i:i + 1] = [(offset + taken, free - taken)] if free > taken else []
                 return offset
-        offset = _round_up(self._next, SEGMENT)
+        offset = round_up(self._next, HEAP_SEGMENT)
         if offset + taken > self.size:
             return None
         self._next = offset + taken
         return offset
 
     def give_back(self, offset: int, size: int) -> None:
-        self._free.append((offset, _round_up(size, SEGMENT)))
+        self._free.append((offset, round_up(size, HEAP_SEGMENT)))
 
 
 class OutputHeap(HeapRange):

@@ -334,7 +334,8 @@ def test_a_heap_entry_where_the_judge_made_no_heap_is_refused(pair):
 
 
 def test_the_heap_holds_a_blocks_outputs_within_its_budget():
-    from evaluator.judge.buffers import HEAP_BUDGET_BYTES, HEAP_SEGMENT, heap_bytes
+    from evaluator.judge.buffers import HEAP_BUDGET_BYTES, heap_bytes
+    from evaluator.wire import HEAP_SEGMENT
 
     assert heap_bytes(4, 1) == 4 * HEAP_SEGMENT + 64 * HEAP_SEGMENT
     assert heap_bytes(19, 208 << 20) == 19 * (208 << 20) + 64 * HEAP_SEGMENT

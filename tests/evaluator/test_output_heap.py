@@ -5,7 +5,8 @@ docs/judge.md); its bookkeeping is plain arithmetic, checked here."""
 
 from __future__ import annotations
 
-from evaluator.shim.heap import SEGMENT, HeapSpace
+from evaluator.shim.heap import HeapSpace
+from evaluator.wire import HEAP_SEGMENT as SEGMENT
 
 
 def test_segments_are_handed_out_aligned_and_never_twice():
