@@ -8,7 +8,7 @@ blocks of 28 calls. Prints, per phase, the heap's counts (segments from the heap
 from outside, segments given back), how many outputs lay in the heap, and the
 allocator's calls; an exception is printed with the trace up to it.
 
-    python3 scripts/gpu/heap_probe.py [--blocks 4] [--calls 28] [--mib 64] [--no-gloo]
+    python3 scripts/gpu/heap_probe.py [--blocks 4] [--calls 28] [--mib 64] [--backend gloo|nccl|none] [--nudge]
 """
 
 from __future__ import annotations
@@ -36,26 +36,29 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=4)
     parser.add_argument("--calls", type=int, default=28)
     parser.add_argument("--mib", type=int, default=64)
-    parser.add_argument("--no-gloo", action="store_true")
+    parser.add_argument("--backend", choices=("gloo", "nccl", "none"), default="gloo",
+                        help="the one-rank group each call's all-reduce runs over (none: no collective)")
     parser.add_argument("--nudge", action="store_true",
-                        help="allocate one element outside the pool after each block, as the shim's new_block does")
+                        help="after each block, OutputHeap.recycle() (one allocation outside the pool), as the shim does")
     args = parser.parse_args()
     nbytes = args.mib << 20
     torch.cuda.set_device(0)
-    if not args.no_gloo:
+    if args.backend != "none":
         store = dist.FileStore(tempfile.mktemp(), 1)
-        dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+        dist.init_process_group(args.backend, store=store, rank=0, world_size=1,
+                                **({"device_id": torch.device("cuda:0")} if args.backend == "nccl" else {}))
     size = heap_bytes(args.calls, 2 * nbytes)
     memory = DeviceMemory.create(0, size)
     heap = OutputHeap(memory)
     heap.trace = []
     x = torch.randn(nbytes // 2, dtype=torch.bfloat16, device="cuda")
-    print(f"heap {memory.size >> 20} MiB, outputs {args.mib} MiB, torch {torch.__version__}", flush=True)
+    print(f"heap {memory.size >> 20} MiB, outputs {args.mib} MiB, backend {args.backend}, nudge {args.nudge}, "
+          f"torch {torch.__version__}", flush=True)
 
     def call() -> torch.Tensor:
         with heap.allocating():
             out = x.clone()
-            if not args.no_gloo:
+            if args.backend != "none":
                 dist.all_reduce(out)
         return out
 
@@ -69,7 +72,7 @@ def main() -> None:
                 inside += sum(heap.offset_of(t) is not None for t in kept)
                 del kept
                 if args.nudge:
-                    torch.empty(1, device="cuda")
+                    heap.recycle()
         except Exception:  # noqa: BLE001 - printed: what the probe is for
             traceback.print_exc()
         print(f"{name}: {blocks} x {calls} calls, {inside} outputs in the heap, counts {heap.counts}, "
