@@ -245,6 +245,8 @@ def test_a_private_sources_lines_quoted_by_its_failure_stay_with_the_source(
             client.force_login(viewer)
         page = client.get(f"/submissions/{sub.pk}/").content.decode()
         assert SECRET not in page and "runtime_error" in page and "only its owner and staff" in page
+        for linked in ("report.json", "sweep.json"):  # the whole reports the page links
+            assert SECRET not in client.get(f"/submissions/{sub.pk}/{linked}").content.decode()
         body = client_for(viewer).get(f"/api/v1/submissions/{sub.pk}/").json()
         assert SECRET not in json.dumps(body)
         assert body["report"]["failure"]["failure_class"] == "runtime_error"
@@ -252,6 +254,8 @@ def test_a_private_sources_lines_quoted_by_its_failure_stay_with_the_source(
     for viewer in (owner, staff):
         client.force_login(viewer)
         assert SECRET in client.get(f"/submissions/{sub.pk}/").content.decode()
+        assert SECRET in client.get(f"/submissions/{sub.pk}/report.json").json()["failure"]["traceback"]
+        assert SECRET in client.get(f"/submissions/{sub.pk}/sweep.json").json()["points"][0]["report"]["failure"]["traceback"]
         body = client_for(viewer).get(f"/api/v1/submissions/{sub.pk}/").json()
         failure = body["report"]["failure"]
         assert SECRET in failure["traceback"] and SECRET in failure["compiler_output"]

@@ -46,4 +46,8 @@ def test_the_submission_page_draws_the_sweep(live_server: Any, page: Any, owner:
     assert layout["names"] == ["candidate", "reference (gloo)", "roofline", "failed at this size"]
     assert layout["bars"] == layout["points"] == 2
     assert page.locator("#sweep-table tbody tr").count() == 3
+    # The whole report is one link away, not inside the page.
+    assert page.locator("#sweep-json").count() == 1 and page.locator("pre#sweep-json").count() == 0
+    linked = page.evaluate("() => fetch(document.getElementById('sweep-json').href).then((r) => r.json())")
+    assert [p["message_bytes"] for p in linked["points"]] == [p["message_bytes"] for p in SWEEP["points"]]
     assert page.errors == []
