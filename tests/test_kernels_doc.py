@@ -70,3 +70,63 @@ def test_a_failed_report_keeps_its_plan_line_open_with_the_reason(monkeypatch) -
     assert lines == ["- x2 eval all-reduce `solutions/symm_mem/all_reduce_two_shot.py` (the last run, 2026-11-28T05:27, "
                      "failed: resource_limit: the side filled its 8.0 GiB of disk)",
                      "- x4 eval all-reduce `solutions/symm_mem/all_reduce_two_shot.py`"]
+
+
+DEADLINE = "the sweep's deadline (540 s) left 30 s, less than this size would need (~45 s)"
+
+
+def sweep_report(*outcomes: str, verdict: str, complete: bool) -> dict:
+    """A sweep over 4 KiB, 64 KiB, ... with each size ``pass``, ``fail`` or ``skipped``."""
+    def point(i: int, outcome: str) -> dict:
+        size = 4096 * 16 ** i
+        if outcome == "skipped":
+            return {"message_bytes": size, "verdict": None, "failure": None, "timing": None, "skipped": DEADLINE}
+        timing = {"speedup": 1.5, "interval": {"low": 1.4, "high": 1.6}, "reference_ms": 0.3, "candidate_ms": 0.2,
+                  "reference_busbw_gbps": 1.0,
+                  "candidate_busbw_gbps": 1.5, "roofline_busbw_gbps": 2.0, "candidate_roofline_fraction": 0.75}
+        if outcome == "fail":
+            return {"message_bytes": size, "verdict": "fail", "timing": None, "skipped": None,
+                    "failure": {"failure_class": "value_mismatch", "message": "rank 1: off by 2"}}
+        return {"message_bytes": size, "verdict": "pass", "failure": None, "timing": timing, "skipped": None}
+
+    return {"verdict": verdict, "complete": complete, "points": [point(i, o) for i, o in enumerate(outcomes)],
+            "setting": {"dtype": "bfloat16"}, "hardware_profile": "h200-x2", "started_at": "2026-11-28T06:00:00",
+            "command": "pkb sweep ..."}
+
+
+def test_a_sweep_s_sizes_not_run_are_counted_apart_from_its_failures() -> None:
+    failed_and_skipped = sweep_report("pass", "fail", "skipped", verdict="fail", complete=False)
+    lines = kernels_doc.sweep_section("all-reduce", "all_reduce_two_shot", 2, failed_and_skipped)
+    assert "verdict fail (1 of 3 sizes passed, 1 failed, 1 not run)" in lines[2]
+    assert lines[7] == "| 64 KiB | | | | | | fail (value_mismatch) |"
+    assert lines[8] == f"| 1 MiB | | | | | | not run: {DEADLINE} |"
+
+
+def test_a_sweep_that_only_skipped_sizes_reads_incomplete_never_failed() -> None:
+    # Schema 1.1 says incomplete; 1.0 said pass beside complete: false. Both read incomplete.
+    for said in ("incomplete", "pass"):
+        cut_short = sweep_report("pass", "skipped", "skipped", verdict=said, complete=False)
+        head = kernels_doc.sweep_section("all-reduce", "all_reduce_two_shot", 2, cut_short)[2]
+        assert "verdict incomplete (1 of 3 sizes passed, 2 not run)" in head and "failed" not in head
+
+
+def test_an_incomplete_sweep_keeps_its_plan_line_open_as_not_run(monkeypatch) -> None:
+    file = "solutions/symm_mem/all_reduce_two_shot.py"
+    monkeypatch.setattr(kernels_doc, "planned", lambda: [(2, "sweep", "all-reduce", file), (4, "sweep", "all-reduce", file)])
+    sweeps = {("all-reduce", "all_reduce_two_shot", 2): sweep_report("pass", "skipped", verdict="pass", complete=False),
+              ("all-reduce", "all_reduce_two_shot", 4): sweep_report("fail", "skipped", verdict="fail", complete=False)}
+    lines = [line for line in kernels_doc.not_measured({}, sweeps) if line.startswith("- ")]
+    assert lines == [f"- x2 sweep all-reduce `{file}` (the last run, 2026-11-28T06:00, incomplete: "
+                     f"1 of 2 sizes passed, 1 not run ({DEADLINE}))",
+                     f"- x4 sweep all-reduce `{file}` (the last run, 2026-11-28T06:00, failed: "
+                     f"0 of 2 sizes passed, 1 failed, 1 not run ({DEADLINE}))"]
+
+
+def test_the_batch_table_heads_a_sweep_with_what_its_sizes_came_to() -> None:
+    from kernels_table import sweep_rows
+
+    report = {**sweep_report("pass", "skipped", verdict="incomplete", complete=False),
+              "problem": {"slug": "all-reduce"}, "setting": {"world_size": 2, "dtype": "bfloat16"}, "wall_s": 500.0}
+    rows = sweep_rows(Path("sweep-all-reduce-all_reduce_two_shot-x2.json"), report)
+    assert rows[0] == "all_reduce_two_shot on all-reduce, x2, bfloat16, verdict incomplete (1 of 2 sizes passed, 1 not run), 500 s"
+    assert rows[2] == f"     64K  skipped: {DEADLINE}"

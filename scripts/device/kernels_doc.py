@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from kernels_table import kernel_name
+from sweep_outcomes import NOT_RUN, size_outcome, sizes_in_words, sweep_verdict, why_not_run
 
 ROOT = Path(__file__).resolve().parents[2]
 LIBRARY_NOTE = "library code (PyTorch), a baseline row"
@@ -83,12 +84,21 @@ def eval_table(evals: dict) -> list[str]:
     return lines
 
 
+def untimed_cell(point: dict[str, Any]) -> str:
+    """The verdict cell of a size without timing: a size not run says why, apart from a failure."""
+    if size_outcome(point) == NOT_RUN:
+        return f"{NOT_RUN}: {point.get('skipped') or 'no reason given'}"
+    failure_class = (point.get("failure") or {}).get("failure_class")
+    return f"{point['verdict']} ({failure_class})" if failure_class else str(point["verdict"])
+
+
 def sweep_section(slug: str, name: str, ws: int, rep: dict[str, Any]) -> list[str]:
+    counts = sizes_in_words(rep)
     lines = [f"### {slug}: {name}, {ws} ranks",
              "",
              f"{rep['setting']['dtype']}, hardware profile {rep.get('hardware_profile')}, ran "
-             f"{rep['started_at'][:16]}, verdict {rep['verdict']}"
-             f"{'' if rep['complete'] else ' (not every size ran)'}. Command: `{rep.get('command')}`",
+             f"{rep['started_at'][:16]}, verdict {sweep_verdict(rep)}"
+             f"{f' ({counts})' if counts else ''}. Command: `{rep.get('command')}`",
              "",
              "| message | NCCL busbw GB/s | kernel busbw GB/s | roofline busbw GB/s | speedup [95%] | kernel / roofline | verdict |",
              "|---|---|---|---|---|---|---|"]
@@ -96,9 +106,8 @@ def sweep_section(slug: str, name: str, ws: int, rep: dict[str, Any]) -> list[st
         size = point["message_bytes"]
         label = f"{size / 2**20:g} MiB" if size >= 2**20 else f"{size / 1024:g} KiB"
         timing = point.get("timing")
-        if point.get("skipped") or not timing:
-            why = point.get("skipped") or (point.get("failure") or {}).get("failure_class", "")
-            lines.append(f"| {label} | | | | | | {point['verdict']} {why} |")
+        if size_outcome(point) == NOT_RUN or not timing:
+            lines.append(f"| {label} | | | | | | {untimed_cell(point)} |")
             continue
 
         def gbps(key: str) -> str:
@@ -208,14 +217,21 @@ def planned() -> list[tuple[int, str, str, str]]:
     return lines
 
 
+def verdict_of(rep: dict[str, Any]) -> str:
+    """An evaluation's verdict, or a sweep's over all sizes (``incomplete`` where sizes were not
+    run and none failed)."""
+    return sweep_verdict(rep) if "points" in rep else str(rep.get("verdict", "?"))
+
+
 def last_failure(rep: dict[str, Any]) -> str:
-    """Why a report does not answer its plan line, in a few words: its failure, or the sizes of
-    a sweep that failed."""
+    """Why a report does not answer its plan line, in a few words: its failure, or what a sweep's
+    sizes came to (failed and not run counted apart: a size not run was never judged)."""
     failure = rep.get("failure") or {}
     if failure:
         return f"{failure.get('failure_class')}: {str(failure.get('message') or '')[:110]}"
-    failed = [p for p in rep.get("points") or [] if p.get("verdict") != "pass"]
-    return f"{len(failed)} of its sizes failed" if failed else rep.get("verdict", "?")
+    counts = sizes_in_words(rep)
+    why = why_not_run(rep)
+    return (counts + (f" ({why[:110]})" if why else "")) if counts else rep.get("verdict", "?")
 
 
 def not_measured(evals: dict, sweeps: dict) -> list[str]:
@@ -232,9 +248,10 @@ def not_measured(evals: dict, sweeps: dict) -> list[str]:
         rep = last.get((kind, slug, file, ws))
         if rep is None:
             missing.append(f"- x{ws} {kind} {slug} `{file}`")
-        elif rep["verdict"] != "pass":
+        elif verdict_of(rep) != "pass":
+            said = "failed" if verdict_of(rep) == "fail" else verdict_of(rep)
             missing.append(f"- x{ws} {kind} {slug} `{file}` (the last run, {rep['started_at'][:16]}, "
-                           f"failed: {last_failure(rep)})")
+                           f"{said}: {last_failure(rep)})")
     if not missing:
         return []
     return ["## Not measured yet", "",

@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
+from sweep_outcomes import sizes_in_words, sweep_verdict
+
 
 def kernel_name(path: Path, slug: str) -> str:
     """eval-all-reduce-all_reduce_two_shot-x2.json -> all_reduce_two_shot; a run with
@@ -53,9 +55,10 @@ def eval_row(path: Path, report: dict[str, Any]) -> str:
 
 def sweep_rows(path: Path, report: dict[str, Any]) -> list[str]:
     slug = report["problem"]["slug"]
+    counts = sizes_in_words(report)  # failed and not run apart: a size not run was never judged
     head = (f"{kernel_name(path, slug)} on {slug}, x{report['setting']['world_size']}, "
-            f"{report['setting']['dtype']}, verdict {report['verdict']}"
-            f"{'' if report['complete'] else ' (incomplete)'}, {report['wall_s']:.0f} s")
+            f"{report['setting']['dtype']}, verdict {sweep_verdict(report)}"
+            f"{f' ({counts})' if counts else ''}, {report['wall_s']:.0f} s")
     rows = [head]
     for point in report["points"]:
         size = f"{point['message_bytes'] / 1024:.0f}K" if point["message_bytes"] < 2**20 \
