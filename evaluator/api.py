@@ -345,7 +345,6 @@ class Evaluation:
                 assert self.timing is not None
                 paired = JudgedTimer(judge, candidate_run, reference_run, self.timing, step_s=step_s,
                                      timing_seed=self.timing_seed, max_calls=calls).run()
-            judge.flush_outputs()
             self.phases.mark("timing")
         except DrivenFailure as exc:
             ran = (candidate_run.run_seconds(), reference_run.run_seconds() if reference_run else 0.0)
@@ -409,7 +408,7 @@ class Evaluation:
         if not reference.ok:
             return self.report(reference.failure, [], None, candidate, reference)
         self.phases.mark("reference_end")
-        trials, failure = self.judge(workdir, timed_calls, written=judge.written)
+        trials, failure = self.judge(workdir, timed_calls, written=judge.written, held=judge.held)
         self.phases.mark("comparison")
         timing = None
         if failure is None and paired is not None:
@@ -517,13 +516,20 @@ class Evaluation:
 
     def check_rank(self, workdir: Path, label: str, reference_label: str, rank: int,
                    returned: Optional[list[str]] = None,
-                   written: Optional[dict[str, str]] = None) -> Optional[list[Any]] | Failure:
+                   written: Optional[dict[str, str]] = None,
+                   held: Optional[list[torch.Tensor]] = None) -> Optional[list[Any]] | Failure:
         """One rank's output checks for one trial; None when the candidate's file is unreadable;
         a failure when a timed call's saved outputs are not what it returned (``returned``:
         their digests as the rank sent them right after the call), or when a file the judge
-        wrote is no longer what it wrote (``written``: name -> SHA-256, Judge.written)."""
-        name = f"task0_{label}_rank{rank}.pt"
-        got = load_candidate_outputs(workdir / "candidate" / name, (written or {}).get(name))
+        wrote is no longer what it wrote (``written``: name -> SHA-256, Judge.written).
+        ``held``: the judge's own copy of these outputs, still in its memory (Judge.held): judged
+        as they are, never written out and read back (a 64 MiB output's round trip through a
+        file took 0.28 s of the judge's time on a GPU host, scripts/gpu/recheck_cost.py)."""
+        if held is not None:
+            got: Optional[list[Any]] | Failure = held
+        else:
+            name = f"task0_{label}_rank{rank}.pt"
+            got = load_candidate_outputs(workdir / "candidate" / name, (written or {}).get(name))
         if got is None or isinstance(got, dict):
             return got
         if returned is not None and outputs_digest(got) != returned:
@@ -531,7 +537,9 @@ class Evaluation:
                                 f"rank {rank}: the saved outputs of {label.replace('timed', 'timed call ')} are not "
                                 "what the call returned (they changed between the call and the save)", rank=rank)
         reference_path = workdir / "reference" / f"task0_{reference_label}_rank{rank}.pt"
-        want = torch.load(reference_path, weights_only=True)
+        # Mapped, not read: the reference's files are ours, and they move once, to the comparison's
+        # device (a 64 MiB output: 46 ms read, 6 ms mapped).
+        want = torch.load(reference_path, weights_only=True, mmap=True)
         exact = load_exact(exact_path(reference_path))
         device = self.comparison_device(rank)
         return list(compare_outputs(on_device(got, device), on_device(want, device),
@@ -547,7 +555,10 @@ class Evaluation:
 
     def judge(self, workdir: Path, timed_calls: Sequence[int] = (),
               returned: Callable[[int], Optional[list[list[str]]]] = lambda call: None,
-              written: Optional[dict[str, str]] = None) -> tuple[list[Trial], Optional[Failure]]:
+              written: Optional[dict[str, str]] = None,
+              held: Optional[dict[str, list[list[torch.Tensor]]]] = None) -> tuple[list[Trial], Optional[Failure]]:
+        """Every trial's and checked timed call's outputs, rank by rank, against the reference's
+        (``held``: label -> per rank, the judge's copies still in its memory; the rest from files)."""
         labels = [(i, s, "correctness", f"trial{i}", f"trial{i}") for i, s in enumerate(self.seeds)]
         # Timed calls, recomputed by the reference as trials after the seeded ones.
         labels += [(len(self.seeds) + i, call_seed(self.timing_seed, n), "timed", f"timed{n}",
@@ -562,7 +573,10 @@ class Evaluation:
                  for rank in range(self.config.world_size)]
         # Several outputs at once: each check is a few memory-bound passes that release the GIL.
         with ThreadPoolExecutor(max_workers=JUDGE_THREADS) as pool:
-            checked = iter(list(pool.map(lambda item: self.check_rank(workdir, *item, written=written), items)))
+            checked = iter(list(pool.map(
+                lambda item: self.check_rank(workdir, *item, written=written,
+                                             held=held_copy(held, label=item[0], rank=item[2])),
+                items)))
         trials: list[Trial] = []
         failure: Optional[Failure] = None
         for index, seed, kind, label, _ in labels:
@@ -663,6 +677,12 @@ def outputs_read(buffers: dict[str, list[RankBuffers]]) -> dict[str, int]:
     """How the judge read the outputs it took, both sides: in place in the ranks' heaps, or copied
     by the ranks into slots (an output outside the heap, or a candidate that reuses its outputs)."""
     return {way: sum(b.outputs_read[way] for side in buffers.values() for b in side) for way in ("in_place", "copied")}
+
+
+def held_copy(held: Optional[dict[str, list[list[torch.Tensor]]]], label: str, rank: int) -> Optional[list[torch.Tensor]]:
+    """Rank ``rank``'s outputs under ``label`` among the judge's copies in memory, or None."""
+    outputs = (held or {}).get(label)
+    return outputs[rank] if outputs is not None else None
 
 
 def on_device(value: Any, device: torch.device) -> Any:

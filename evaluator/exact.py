@@ -230,7 +230,7 @@ def load_exact(path: Path) -> Optional[list[dict[str, Any]]]:
     by the problem's tolerance, and says so)."""
     if not path.exists():
         return None
-    records = torch.load(path, weights_only=True)
+    records = torch.load(path, weights_only=True, mmap=True)  # written by our reference: mapped, not read
     if not isinstance(records, list):
         raise ValueError(f"{path.name}: not a list of exact-answer records")
     return records

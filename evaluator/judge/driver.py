@@ -188,7 +188,9 @@ class Judge:
         self.outputs_dir = outputs_dir  # the candidate's outputs, as the judge copied them
         self.keep_budget = keep_budget  # bytes of them it may hold at once (host memory)
         self.kept_bytes: dict[str, int] = {}  # label -> bytes saved under it
-        self.held: dict[str, list[list[torch.Tensor]]] = {}  # label -> copies not yet written out
+        # label -> copies kept in memory, judged from there (Evaluation.judge): only what the
+        # holding budget leaves out is written to a file
+        self.held: dict[str, list[list[torch.Tensor]]] = {}
         self.hold_budget = hold_budget
         self.release = release  # "call": inputs call by call; "block": all before the block
         # File name -> the SHA-256 of what the judge wrote there, taken from its own copy in memory
@@ -473,12 +475,6 @@ class Judge:
         except OSError as exc:  # the judge's memory-backed disk is full: the side's outputs filled it
             raise DrivenFailure("candidate", make_failure(
                 FailureClass.RESOURCE_LIMIT, f"the judge could not keep the outputs of {label}: {exc}")) from None
-
-    def flush_outputs(self) -> None:
-        """Write out every copy still held in memory, for the comparison that reads the files."""
-        while self.held:
-            label, outputs = self.held.popitem()
-            self.write_outputs(label, outputs)
 
     def drop_outputs(self, label: str) -> None:
         if self.held.pop(label, None) is None:

@@ -224,9 +224,9 @@ def test_the_judge_keeps_no_more_of_a_candidates_outputs_than_its_budget(tmp_pat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["task0_timed3_rank0.pt", "task0_timed3_rank1.pt"]
 
 
-def test_held_copies_are_written_out_at_the_flush_and_a_dropped_one_never(tmp_path):
-    """Copies held in memory while the timing runs (no file written between blocks), past the
-    holding budget written at once; the flush writes what is held, a dropped label leaves nothing."""
+def test_held_copies_stay_in_memory_past_the_budget_go_to_files_and_a_dropped_one_leaves_nothing(tmp_path):
+    """Copies held in memory while the timing runs and until the comparison (no file written and
+    read back), past the holding budget written at once; a dropped label leaves nothing."""
     from evaluator.judge.driver import Judge
 
     judge = Judge(None, (), tmp_path, {}, step_s=1.0, keep_budget=10_000, hold_budget=1600)  # type: ignore[arg-type]
@@ -235,10 +235,10 @@ def test_held_copies_are_written_out_at_the_flush_and_a_dropped_one_never(tmp_pa
     judge.save_outputs("timed3", [[torch.full((100,), 3.0)], [torch.full((100,), 3.0)]])  # past it: written
     assert sorted(p.name for p in tmp_path.iterdir()) == ["task0_timed3_rank0.pt", "task0_timed3_rank1.pt"]
     judge.drop_outputs("timed2")
+    judge.drop_outputs("timed4")  # never kept: nothing to drop
+    assert sorted(judge.held) == ["timed1"] and torch.equal(judge.held["timed1"][1][0], torch.ones(100))
     judge.drop_outputs("timed3")
-    judge.flush_outputs()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["task0_timed1_rank0.pt", "task0_timed1_rank1.pt"]
-    assert torch.equal(torch.load(tmp_path / "task0_timed1_rank1.pt")[0], torch.ones(100))
+    assert list(tmp_path.iterdir()) == []
     assert judge.kept_bytes == {"timed1": 800}
 
 
