@@ -48,6 +48,7 @@ from .roofline import roofline
 from .sandbox import unavailable_reason
 from .hardware import clocks, gpu_memory
 from .hardware.affinity import rank_cpus
+from .judge.beside import FrozenBeside
 from .judge.buffers import RankBuffers, heap_bytes, output_bound
 from .judge.driver import (FROZEN_RUN_NS, Judge, JudgedTimer, calls_per_block, check_host_tcp,
                            check_stood_still, hold_budget, pass_probability_bound, phase_summary)
@@ -355,16 +356,8 @@ class Evaluation:
                 return self.report(exc.failure, [], None, candidate, None)
             if starved is not None:
                 return self.report(starved, [], None, candidate, reference)
-            if reference_run is not None and reference_run.out_of_time and ran[0] > ran[1]:
-                # The evaluation's time ran out while the judge ran the reference, but most of it
-                # went to the candidate (red team, spends_the_deadline_at_start: a start-up held to
-                # just short of its share made the deadline fall in the reference's blocks).
-                return self.report(make_failure(
-                    FailureClass.RESOURCE_LIMIT,
-                    f"the candidate's side ran for {ran[0]:.0f} s of the "
-                    f"{self.config.deadline_s or self.config.limits.total_s:.0f} s an "
-                    f"evaluation may take, the reference's {ran[1]:.0f} s: too little was left to time and "
-                    "check it"), [], None, candidate, reference)
+            if reference_run is not None and (spent := self.candidate_spent_the_time(reference_run, *ran)) is not None:
+                return self.report(spent, [], None, candidate, reference)
             failure = dict(exc.failure, failure_class=FailureClass.HARNESS_ERROR.value)
             return self.report(failure, [], None, candidate, reference)  # type: ignore[arg-type]
         candidate_run.thaw()
@@ -394,17 +387,8 @@ class Evaluation:
             wait_finished(reference_run)
             self.phases.mark("finish")
             reference = reference_run.end()
-            if not reference.ok and reference_run.out_of_time and \
-                    candidate.wall_s > time.monotonic() - finishing:
-                # The reference ran out of the evaluation's time while it recomputed the answers,
-                # after a candidate that took longer than that recomputation: the time went to the
-                # candidate (red team, blames_the_reference: a finish held to the last second and
-                # a slow teardown turned a value mismatch into our harness_error).
-                return self.report(make_failure(
-                    FailureClass.RESOURCE_LIMIT,
-                    f"the candidate's side took {candidate.wall_s:.0f} s of the {reference_run.limits.total_s:.0f} s "
-                    "an evaluation may take (the end of its processes included), and left the reference too "
-                    "little to recompute the answers it is judged by"), [], None, candidate, reference)
+            if not reference.ok and (spent := self.left_too_little(reference_run, candidate, finishing)) is not None:
+                return self.report(spent, [], None, candidate, reference)
         if not reference.ok:
             return self.report(reference.failure, [], None, candidate, reference)
         self.phases.mark("reference_end")
@@ -425,6 +409,35 @@ class Evaluation:
                                 **({"outputs_read": outputs_read(buffers)}
                                    if buffers["candidate"][0].heap is not None else {})}
         return self.report(failure, trials, timing, candidate, reference)
+
+    def candidate_spent_the_time(self, reference: SideRun, candidate_ran_s: float,
+                                 reference_ran_s: float) -> Optional[Failure]:
+        """The candidate's resource_limit when the evaluation's time ran out while the judge ran
+        the reference, but most of it went to the candidate (red team, spends_the_deadline_at_start:
+        a start-up held to just short of its share made the deadline fall in the reference's
+        blocks); None otherwise."""
+        if not reference.out_of_time or candidate_ran_s <= reference_ran_s:
+            return None
+        return make_failure(
+            FailureClass.RESOURCE_LIMIT,
+            f"the candidate's side ran for {candidate_ran_s:.0f} s of the "
+            f"{self.config.deadline_s or self.config.limits.total_s:.0f} s an evaluation may take, the "
+            f"reference's {reference_ran_s:.0f} s: too little was left to time and check it")
+
+    @staticmethod
+    def left_too_little(reference: SideRun, candidate: SideResult, finishing: float) -> Optional[Failure]:
+        """The candidate's resource_limit when the reference ran out of the evaluation's time while
+        it recomputed the answers (since ``finishing``), after a candidate side that took longer
+        than that recomputation: the time went to the candidate (red team, blames_the_reference: a
+        finish held to the last second and a slow teardown turned a value mismatch into our
+        harness_error, under either judge); None otherwise."""
+        if not reference.out_of_time or candidate.wall_s <= time.monotonic() - finishing:
+            return None
+        return make_failure(
+            FailureClass.RESOURCE_LIMIT,
+            f"the candidate's side took {candidate.wall_s:.0f} s of the {reference.limits.total_s:.0f} s "
+            "an evaluation may take (the end of its processes included), and left the reference too "
+            "little to recompute the answers it is judged by")
 
     def starved_reference(self, candidate: SideRun) -> Optional[Failure]:
         """On GPUs, a reference that failed while the candidate's processes held more than their
@@ -459,22 +472,36 @@ class Evaluation:
     def run_timed(self, workdir: Path) -> Report:
         assert self.timing is not None
         candidate_run, reference_run = self.side_run("candidate", workdir), self.side_run("reference", workdir)
-        for run in (candidate_run, reference_run):
-            if run.begin() is not None:
-                return self.report(run.failure, [], None, candidate_run.end(), reference_run.end())
+        if candidate_run.begin() is not None:
+            return self.report(candidate_run.failure, [], None, candidate_run.end(), reference_run.end())
         gpus = clocks.visible_gpus(self.config.gpus_needed)
+        # One side at a time, as the judge outside the ranks runs them: the candidate stands frozen
+        # while the reference starts and while each of its blocks runs (judge/beside.py). Both
+        # sides alive at once, helpers of a wrong candidate starved the reference past its
+        # sandbox's set-up time and its blocks' deadlines: our harness_error (red team, ninth pass).
+        beside = FrozenBeside(candidate_run)
         timer = PairedTimer(candidate_run, reference_run, self.timing, step_s=self.config.limits.step_s,
                             snapshot=(lambda: clocks.snapshot(gpus)) if gpus else None,
-                            clock="ranks" if self.config.device == "cuda" else "parent")
+                            clock="ranks" if self.config.device == "cuda" else "parent", beside=beside)
+        started = {"candidate": candidate_run}
         try:
+            wait_started("candidate", started)
+            # Its share of the evaluation's deadline is what is left as it begins.
+            reference_run.limits = self.side_limits("reference")
+            beside.freeze("start-up")
+            self.start_beside_frozen(reference_run, candidate_run, started)
+            beside.thaw("start-up")
             paired = timer.run()
         except DrivenFailure as exc:
+            ran = (candidate_run.run_seconds(), reference_run.run_seconds())
             starved = self.starved_reference(candidate_run) if exc.side == "reference" else None
             candidate, reference = candidate_run.end(), reference_run.end()
             if exc.side == "candidate":
                 return self.report(exc.failure, [], None, candidate, None)
             if starved is not None:
                 return self.report(starved, [], None, candidate, reference)
+            if (spent := self.candidate_spent_the_time(reference_run, *ran)) is not None:
+                return self.report(spent, [], None, candidate, reference)
             # The reference runs only our code: whatever went wrong there is ours.
             failure = dict(exc.failure, failure_class=FailureClass.HARNESS_ERROR.value)
             return self.report(failure, [], None, candidate, reference)  # type: ignore[arg-type]
@@ -490,9 +517,12 @@ class Evaluation:
         if missing is not None:
             return self.report(missing, [], None, candidate, reference_run.end())
         # The candidate's processes are gone: now the reference may compute what it is judged by.
+        finishing = time.monotonic()
         reference_run.command({"cmd": "finish", "rechecks": self.rechecks(timed_calls)}, None)
         wait_finished(reference_run)
         reference = reference_run.end()
+        if not reference.ok and (spent := self.left_too_little(reference_run, candidate, finishing)) is not None:
+            return self.report(spent, [], None, candidate, reference)
         if not reference.ok:
             return self.report(reference.failure, [], None, candidate, reference)
         if (tampered := tampering(hashes, workdir)) is not None:

@@ -144,8 +144,12 @@ class DrivenFailure(Exception):
 
 class PairedTimer:
     def __init__(self, candidate: SideRun, reference: SideRun, cfg: TimingConfig, *,
-                 step_s: float, snapshot: Optional[Callable[[], Any]] = None, clock: str = "ranks") -> None:
+                 step_s: float, snapshot: Optional[Callable[[], Any]] = None, clock: str = "ranks",
+                 beside: Optional[Any] = None) -> None:
         self.cand = SideBlocks(candidate, "candidate")
+        # Judged in the ranks: what freezes the candidate around each of the reference's blocks
+        # and reads it after (judge/beside.py FrozenBeside); None where nothing does.
+        self.beside = beside
         self.ref = SideBlocks(reference, "reference")
         self.cfg = cfg
         # Which clock the ratios come from. ``ranks``: what the ranks timed around each call
@@ -175,6 +179,24 @@ class PairedTimer:
 
     # -- one block --------------------------------------------------------------------------
     def block(self, side: SideBlocks, calls: int) -> Block:
+        """One block of ``side``'s; the reference's with the candidate frozen (``beside``), read
+        before any failure of the block is raised: a reference starved by the candidate's helpers
+        past its deadline is the candidate's doing, not ours."""
+        beside = self.beside if side is self.ref else None
+        if beside is None:
+            return self._block(side, calls)
+        what = f"timed block {self.block_id + 1}"
+        beside.freeze(what)
+        try:
+            block = self._block(side, calls)
+        except DrivenFailure as exc:
+            if exc.side == "reference":
+                beside.read(what)
+            raise
+        beside.thaw(what)
+        return block
+
+    def _block(self, side: SideBlocks, calls: int) -> Block:
         self.block_id += 1
         block_id = self.block_id
         expected_s = calls * side.per_call_ms / 1e3

@@ -50,3 +50,43 @@ def test_the_jobs_public_seeds_no_longer_predict_a_problems_shared_inputs():
     assert report["verdict"] == "fail", (report.get("timing") or {}).get("speedup")
     assert report["failure"]["failure_class"] == "value_mismatch", report["failure"]
     assert report["failure"]["trial"] == 0
+
+
+# -- the ninth red-team pass (2026-11-29): one side at a time under this judge too -------------------
+
+def test_helpers_that_starve_the_references_blocks_cannot_fail_the_reference():
+    # Both sides used to be alive for the whole timed phase: 40 spinners per rank, each in a
+    # session of its own and stopped only while the rank's own calls ran, held the reference's
+    # block past its deadline, and a wrong candidate ended as our harness_error ("ranks 0, 1 made
+    # no progress for 8 s during timing"). The candidate now stands frozen around each of the
+    # reference's blocks, its helpers with it.
+    report = in_ranks(HOSTILE / "starves_the_reference_beside_the_ranks_judge.py")
+    assert report["verdict"] == "fail", (report.get("timing") or {}).get("speedup")
+    assert report["failure"]["failure_class"] == "value_mismatch", report["failure"]
+
+
+@pytest.mark.confined  # the sandbox's set-up time is what it ran out
+def test_a_candidate_that_takes_the_processors_at_its_start_cannot_fail_the_references(monkeypatch):
+    # Both sides started at once under this judge after the fourth pass closed it for the judge
+    # outside: the spinners of starves_the_reference_start held the reference's sandbox past its
+    # set-up time (cut from 90 s to 10 s here, as in test_judge_outside.py), our harness_error
+    # ("the sandbox could not be set up"). The reference now starts beside the frozen candidate.
+    from evaluator.sandbox.confined import ConfinedBox
+    monkeypatch.setattr(ConfinedBox._expect, "__defaults__", (10.0,))
+    report = in_ranks(HOSTILE / "starves_the_reference_start.py")
+    assert report["verdict"] == "fail"
+    assert report["failure"]["failure_class"] == "value_mismatch", report["failure"]
+
+
+@pytest.mark.confined  # it reads its side's start from its init, PID 1 of the side's namespace
+@pytest.mark.slow
+@pytest.mark.long  # 80 s: the finish is held to the deadline's last seconds
+def test_a_finish_held_to_the_deadline_is_the_candidates_not_the_references():
+    # blames_the_reference under this judge: the candidate held its finish to just before its
+    # allowance and left 200 helpers per rank to be torn down; the reference's recomputation ran
+    # out of the evaluation's time, our harness_error ("the side ran past its time limit of 55 s").
+    from evaluator.config import Limits
+    report = in_ranks(HOSTILE / "blames_the_reference.py", deadline_s=60, limits=Limits())
+    assert report["verdict"] == "fail"
+    assert report["failure"]["failure_class"] == "resource_limit", report["failure"]
+    assert "left the reference too little" in report["failure"]["message"]
