@@ -23,6 +23,7 @@ import torch.distributed as dist
 
 from problems.spec import DTYPE_NAMES, Problem, secret_seed
 
+from .background_saves import BackgroundSaves
 from .candidate import CandidateError
 from .channel import STEP, TIMES, RankChannel
 from .exact import exact_path, exact_with_band, save_exact
@@ -110,6 +111,9 @@ class TaskRunner:
         self.dtype = DTYPE_NAMES[task["dtype"]]
         self.groups = build_groups(problem, ctx.world_size, ctx.rank)
         self._meeting_point: Optional[torch.Tensor] = None  # device_meeting_point()
+        # The reference's files, written beside its next trial on GPUs (background_saves.py);
+        # None: each written before the trial reports its step.
+        self._saves = BackgroundSaves() if side == "reference" and ctx.device.type == "cuda" else None
 
     def inputs(self, seed: int) -> dict[str, Any]:
         case = self.problem.case(self.ctx.world_size, self.task["size"], self.dtype, rank=self.ctx.rank,
@@ -143,8 +147,16 @@ class TaskRunner:
             self.run_timing(timing, self.task["timing_seed"])
 
     def run_trials(self, trials: list[TrialSpec]) -> None:
-        for trial in trials:
-            self.run_trial(trial["index"], trial["seed"], trial_step(trial))
+        """Each trial run and its files written, before this returns."""
+        try:
+            for trial in trials:
+                self.run_trial(trial["index"], trial["seed"], trial_step(trial))
+        except BaseException:
+            if self._saves is not None:
+                self._saves.drain(quietly=True)  # the trial's own error is the one to report
+            raise
+        if self._saves is not None:
+            self._saves.drain()
 
     def run_judged(self) -> None:
         """Calls as the judge sends them (evaluator/shim/calls.py); the reference's own trials and
@@ -202,9 +214,16 @@ class TaskRunner:
                                   fingerprints=[fingerprint(t) for t in outputs])
             return
         path = self.ctx.out_dir / f"task{self.task['task']}_trial{index}_rank{self.ctx.rank}.pt"
-        save_outputs(outputs, path)
-        if exact is not None:
-            save_exact(outputs, exact, exact_path(path))
+
+        def save() -> None:
+            save_outputs(outputs, path)
+            if exact is not None:
+                save_exact(outputs, exact, exact_path(path))
+
+        if self._saves is not None:
+            self._saves.submit(save)  # read by the judge only once the side is done (run_trials drains)
+        else:
+            save()
         self.ctx.channel.send(STEP, task=self.task["task"], step=step)
 
     def tensor_bytes(self, inputs: dict[str, Any]) -> int:
