@@ -58,7 +58,8 @@ class Portal(BaseHTTPRequestHandler):
 def portal() -> Iterator[str]:
     Portal.posts = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), Portal)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # shutdown() waits for the server's next poll: 0.5 s by default
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_port}/api/v1/worker/submissions/5/"
     server.shutdown()

@@ -33,7 +33,8 @@ def portal() -> Iterator[dict[str, Any]]:
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # shutdown() waits for the server's next poll: 0.5 s by default, every test that uses it
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     state["url"] = f"http://127.0.0.1:{server.server_address[1]}/api/v1/worker/submissions/7/report/"
     yield state
     server.shutdown()
