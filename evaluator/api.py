@@ -509,6 +509,8 @@ class Evaluation:
         candidate_run.command({"cmd": "finish", "keep": slots}, None)
         wait_finished(candidate_run)
         candidate = candidate_run.end()
+        if candidate.ok and (twice := answered_twice(candidate_run)) is not None:
+            candidate.failure = twice  # the last block's second answer, sent at the finish
         if not candidate.ok:
             return self.report(candidate.failure, [], None, candidate, reference_run.end())
         hashes = hashes_if_unconfined(candidate, workdir)

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from .bytecode_cache import CACHE_ENV, RANK_PRELUDE, ranks_cache
 from .channel import BUILD, BUILT, CALLED, DONE, ERROR, READY, STEP, TIMES, WAITING, new_token, parse_lines
 from .config import Limits, ResourceLimits
 from .job import CHECKED_CALLS, CHECKED_COPIES, RankJob
@@ -44,12 +45,13 @@ MAX_KEPT = 16
 # protocol violation (an honest rank reads at once; a long command line may need a few reads).
 COMMAND_WRITE_S = 5.0
 MAX_LABELS = 4096
+MAX_LABEL_CHARS = 200  # a step's label as kept (the harness's are a few words)
 # A progress event's step, as the hook gets it: the harness's are short text (its start-up summary
 # names a few phases).
 MAX_STEP_CHARS = 400
 # `python -I`: no environment variables, no user site, nothing importable from the working
 # directory; the harness's packages come from the (read-only) checkout.
-RANK_ENTRY = (f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); "
+RANK_ENTRY = (RANK_PRELUDE + f"sys.path.insert(0, {str(REPO_ROOT)!r}); "
               "from evaluator.rank_main import main; main()")
 
 
@@ -137,6 +139,8 @@ class SideRun(SideDiagnosis):
         (self.inbox / "job.json").write_text(json.dumps(self.rank_job(box)))
         env = rank_env(self.job["device"], self.job.get("threads", 1), home=box.home, work=box.work,
                        confined=box.confined)
+        if box.confined and (cache := ranks_cache()) is not None:
+            env[CACHE_ENV] = cache  # bound read-only into the side (confined.py): compiled once per host
         launches, theirs = [], []
         for rank in range(self.job["world_size"]):
             (status_r, status_w), (log_r, log_w), (stack_r, stack_w) = os.pipe(), os.pipe(), os.pipe()
@@ -224,6 +228,7 @@ class SideRun(SideDiagnosis):
             self.last_block = payload["block"]
         for state in self.ranks:
             state.waiting = False
+            state.commanded = True
             state.last_progress = now
             state.deadline = now + within_s if within_s is not None else None
             state.calls_left = 0  # no command of this kind has calls: a "called" answers nothing
@@ -243,6 +248,7 @@ class SideRun(SideDiagnosis):
             if isinstance(payload.get("block"), int):
                 self.last_block = payload["block"]
             state.waiting = False
+            state.commanded = True
             state.last_progress = now
             state.deadline = now + within_s
             state.command, state.command_limit_s, state.builds_allowed = what, within_s, builds
@@ -514,7 +520,9 @@ class SideRun(SideDiagnosis):
                     self._stray_line(state, "a 'called' message for no call of the block the judge sent")
                     return
                 state.calls_left -= 1
-            if self.job.get("driven") and isinstance(event.get("block"), int) and isinstance(event.get("call"), int):
+            # Judged in the ranks (driven, no buffers) no one takes claims: kept, they piled up for
+            # the whole evaluation (red team, ninth pass; floods_call_claims outside).
+            if self.buffers is not None and isinstance(event.get("block"), int) and isinstance(event.get("call"), int):
                 self.called.append((state.rank, event["block"], event["call"]))
                 if event["block"] == self.last_block:
                     state.claimed += 1
@@ -523,11 +531,12 @@ class SideRun(SideDiagnosis):
         if kind in (BUILD, BUILT):
             self._on_build(state, kind, now)
             return
-        if kind == DONE and self.buffers is not None and not self.finishing:
-            # A judged rank is done only after the judge's finish. Said sooner, then an exit with
+        if kind == DONE and self.job.get("driven") and not self.finishing:
+            # A driven rank is done only after the judge's finish. Said sooner, then an exit with
             # status 0, it passed for finished: the judge stopped checking the side's deadlines
             # and waited for ever for an answer no process was left to give (red team,
-            # says_done_and_leaves).
+            # says_done_and_leaves; judged in the ranks too, ninth pass: no verdict in 120 s). A
+            # judged side ends for it; in the ranks it is not kept, and the exit is a crash.
             self._stray_line(state, "a 'done' message before the judge's finish")
             return
         self._report_progress(state, event)
@@ -540,7 +549,9 @@ class SideRun(SideDiagnosis):
                 return
             if len(state.labels) >= MAX_LABELS:
                 return  # what a rank can make us keep is bounded; a real run stays far below
-            state.labels.append(f"{event.get('task')}:{event.get('step')}")
+            # A step's label of at most MAX_LABEL_CHARS: judged in the ranks a candidate's steps are
+            # kept, and 4096 labels of a 1 MiB line each were 4 GiB of our memory (ninth pass).
+            state.labels.append(f"{str(event.get('task'))[:40]}:{str(event.get('step'))[:MAX_LABEL_CHARS]}")
             # Fingerprints are how `pkb check-references` compares references (suite.py): a
             # candidate's would be memory it makes us keep for nothing.
             if isinstance(event.get("fingerprints"), list) and self.side == "reference":
@@ -548,36 +559,39 @@ class SideRun(SideDiagnosis):
                     event["fingerprints"]
             state.timing = bool(event.get("timing"))
         elif kind == WAITING:
-            if self.buffers is not None and state.command:
-                # A judged rank says it waits once, before the judge's first command; said later it
+            if self.job.get("driven") and state.commanded:
+                # A driven rank says it waits once, before the judge's first command; said later it
                 # cleared the deadline of the command it was working on, and a rank that then slept
                 # was held only by the side's whole allowance (red team, waits_out_the_finish: 60 s
-                # under a 3 s step limit, 15 minutes under the defaults).
+                # under a 3 s step limit, 15 minutes under the defaults; judged in the ranks too,
+                # ninth pass). A judged side ends for it; in the ranks it is not kept.
                 self._stray_line(state, "a 'waiting' message after the judge's first command (the harness "
                                  "says it once, when it is ready)")
                 return
             state.waiting, state.deadline = True, None
         elif kind == TIMES and self.job.get("driven"):
             block = event.get("block")
-            if self.buffers is not None and block != self.last_block:
+            if block != self.last_block or not state.commanded:
+                # An answer to a block the judge did not send last clears no deadline: judged in
+                # the ranks it is not kept either (before, a forged one at the finish held the
+                # judge to the side's whole allowance there too; ninth pass).
                 self._stray_line(state, f"an answer to block {str(block)[:20]}, which the judge did not send")
                 return
-            if isinstance(block, int) and block <= self.last_block:
-                key = (block, state.rank)
-                if key in self.blocks:
-                    # The harness answers each block once: a second answer was written by
-                    # something else that holds the channel (candidate code, token from memory).
-                    if len(self.duplicate_blocks) < MAX_KEPT:
-                        self.duplicate_blocks.append(key)
-                    if self.buffers is not None:
-                        # Judged, it ends the side now: an answer clears the rank's deadline, and a
-                        # second one to the last block, sent at the finish, held the judge to the
-                        # side's whole allowance (red team, waits_out_the_finish).
-                        self._stray_line(state, f"an answer to block {block} twice (the harness answers each "
-                                         "block once)")
-                        return
-                # A judged side's answer says only that the block is done: keep nothing of it.
-                self.blocks.setdefault(key, {"block": block} if self.buffers is not None else event)
+            key = (block, state.rank)
+            if key in self.blocks:
+                # The harness answers each block once: a second answer was written by something
+                # else that holds the channel (candidate code, token from memory). An answer
+                # clears the rank's deadline, and a second one to the last block, sent at the
+                # finish, held the judge to the side's whole allowance (red team,
+                # waits_out_the_finish): judged, it ends the side now; in the ranks it is kept to
+                # be reported (answered_twice) and clears nothing.
+                if len(self.duplicate_blocks) < MAX_KEPT:
+                    self.duplicate_blocks.append(key)
+                self._stray_line(state, f"an answer to block {block} twice (the harness answers each "
+                                 "block once)")
+                return
+            # A judged side's answer says only that the block is done: keep nothing of it.
+            self.blocks[key] = {"block": block} if self.buffers is not None else event
             if state.answered_after is None:
                 # The harness answers after its last call, so after a "called" for every call but
                 # the last: an answer that comes sooner in the stream was not the harness's.

@@ -143,6 +143,7 @@ class DrivenFailure(Exception):
 
 
 class PairedTimer:
+    beside: Optional[Any] = None  # see __init__
     def __init__(self, candidate: SideRun, reference: SideRun, cfg: TimingConfig, *,
                  step_s: float, snapshot: Optional[Callable[[], Any]] = None, clock: str = "ranks",
                  beside: Optional[Any] = None) -> None:

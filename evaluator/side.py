@@ -24,6 +24,7 @@ class RankState:
     timing: bool = False  # inside the timed phase, which has a limit of its own
     command_fd: Optional[int] = None  # our end of the rank's command pipe (driven timing)
     waiting: bool = False  # idle until our next command: never stalled
+    commanded: bool = False  # it has had a command (driven sides): its "waiting" was said before
     deadline: Optional[float] = None  # when the command it is working on must be answered
     command: str = ""  # what that command asked for ("trial 1", "timed block 7"): a judged side
     command_limit_s: float = 0.0  # the seconds it was given

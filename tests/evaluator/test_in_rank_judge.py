@@ -90,3 +90,44 @@ def test_a_finish_held_to_the_deadline_is_the_candidates_not_the_references():
     assert report["verdict"] == "fail"
     assert report["failure"]["failure_class"] == "resource_limit", report["failure"]
     assert "left the reference too little" in report["failure"]["message"]
+
+
+@pytest.mark.timeout(120)  # before the fix one of them waited for ever
+@pytest.mark.parametrize("attack", ["says_done_and_leaves", "waits_out_the_finish",
+                                    "answers_the_last_block_at_the_finish"])
+def test_a_rank_keeps_its_deadline_whatever_it_says(attack):
+    # The judge outside had closed each (fourth and fifth passes); in the ranks a "done" said in
+    # the first call, then an exit with status 0, passed for finished and the parent waited for
+    # ever (no verdict in 120 s), and a "waiting" or a second answer to the last block at the
+    # finish cleared the rank's deadline: held to the side's whole allowance (61.6 s under a 3 s
+    # step). None of them is kept now: the exit is a crash, the sleep a deadlock at the step.
+    import time
+
+    from evaluator.config import Limits
+    started = time.monotonic()
+    report = in_ranks(HOSTILE / f"{attack}.py", limits=Limits(startup_s=120.0, step_s=3.0, total_s=60.0))
+    assert report["verdict"] == "fail"
+    assert report["failure"]["failure_class"] in ("crash", "deadlock"), report["failure"]
+    assert time.monotonic() - started < 40
+
+
+@pytest.mark.parametrize("attack", ["floods_step_labels_in_the_ranks", "floods_call_claims"])
+def test_what_a_rank_sends_is_not_kept_without_bound(attack, monkeypatch):
+    # Judged in the ranks, every step's label was kept whole (3,000 of half a MiB per rank: the
+    # parent's peak memory 3.3 GiB against 0.3) and every "called" claim, which nothing here
+    # reads, for the whole evaluation (15 s of claims at import: 472 MiB against 293). The
+    # verdicts are the attacks' own (wrong answers; an honest all-reduce); what is kept is the point.
+    from evaluator import launcher
+    kept: dict[str, tuple[int, int]] = {}
+    end = launcher.SideRun.end
+
+    def measured_end(self):
+        kept[self.side] = (sum(len(label) for state in self.ranks for label in state.labels), len(self.called))
+        return end(self)
+
+    monkeypatch.setattr(launcher.SideRun, "end", measured_end)
+    report = in_ranks(HOSTILE / f"{attack}.py")
+    assert report["verdict"] == ("fail" if attack.startswith("floods_step") else "pass"), report["failure"]
+    labels, claims = kept["candidate"]
+    assert labels < 2 * launcher.MAX_LABELS * (launcher.MAX_LABEL_CHARS + 42), labels
+    assert claims == 0, claims
