@@ -22,6 +22,7 @@ from typing import Any, Optional
 from ..config import ResourceLimits
 from .box import OutputRules, RankLaunch, SandboxError, copy_regular_files
 from .cgroup import SideCgroup, side_cgroup
+from ..bytecode_cache import ranks_cache
 from .policy import HOME, INBOX, REPO_ROOT, WORK, device_nodes, exposed_paths
 
 # The host uid that is root inside a side when the evaluator runs as root: owns nothing on the
@@ -59,7 +60,7 @@ class ConfinedBox:
 
     def start(self, launches: list[RankLaunch]) -> None:
         spec = {
-            "parent_pid": os.getpid(), "device": self.device, "exposed": exposed_paths(),
+            "parent_pid": os.getpid(), "device": self.device, "exposed": exposed_paths(extra=[c for c in (ranks_cache(),) if c]),
             "rank_uid": RANK_ID_INSIDE if os.geteuid() == 0 else 0,
             # Ranks run at the evaluator's own priority (a nice'd evaluator's ranks too), never above 0.
             "rank_nice": max(0, os.getpriority(os.PRIO_PROCESS, 0)),

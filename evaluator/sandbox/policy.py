@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Sequence
 
 from contract.gpu import NO_MULTICAST_ENV
 
@@ -95,10 +96,11 @@ NEVER_EXPOSED = ("/", "/tmp", "/var/tmp", "/dev", "/dev/shm", "/run", "/var/run"
                  "/home", "/root")
 
 
-def exposed_paths(source: dict[str, str] | None = None) -> list[str]:
-    """Host paths bound read-only into a confined side, outermost first, without repeats."""
+def exposed_paths(source: dict[str, str] | None = None, extra: Sequence[str] = ()) -> list[str]:
+    """Host paths bound read-only into a confined side, outermost first, without repeats
+    (``extra``: more of them, such as the evaluator's bytecode cache)."""
     source = dict(os.environ) if source is None else source
-    wanted = list(SYSTEM_DIRS) + python_paths()
+    wanted = list(SYSTEM_DIRS) + python_paths() + [p for p in extra if os.path.isabs(p)]
     for name in ("LD_LIBRARY_PATH", "LIBRARY_PATH"):
         wanted += [p for p in source.get(name, "").split(":") if os.path.isabs(p)]
     wanted += [source[name] for name in ("CUDA_HOME", "CUDA_PATH") if os.path.isabs(source.get(name, ""))]

@@ -146,7 +146,7 @@ def test_an_exposed_path_below_tmp_stays_visible_inside_the_private_tmp(monkeypa
     shared = Path(tempfile.mkdtemp(prefix="pkb-exposed-", dir="/tmp"))
     shared.chmod(0o755)  # mkdtemp makes it 0700: only root could read it, ranks are not root
     (shared / "hello.txt").write_text("visible")
-    monkeypatch.setattr(confined, "exposed_paths", lambda: exposed_paths() + [str(shared)])
+    monkeypatch.setattr(confined, "exposed_paths", lambda **kwargs: exposed_paths(**kwargs) + [str(shared)])
     inbox = tmp_path / "in"
     inbox.mkdir()
     box = open_box(tmp_path, inbox, "cpu", ResourceLimits(), confined=True)
