@@ -98,6 +98,23 @@ def prepared(directory: Path, key: str, program: str = _WARM_PROGRAM) -> Optiona
     return str(directory)
 
 
+def adopt() -> Optional[str]:
+    """The evaluator's own process (``pkb``) reads and writes its compiled modules in the cache too,
+    where torch ships none: its import of torch then compiles once per host, not once per ``pkb
+    eval`` (before the first rank starts). Call before torch is imported; returns the directory."""
+    if sys.pycache_prefix is not None or not installed_without_bytecode("torch"):
+        return None
+    directory = Path(os.environ.get(CACHE_ENV) or _default_dir())
+    try:
+        directory.mkdir(mode=0o755, parents=True, exist_ok=True)
+        if not _ours_alone(directory):
+            return None
+    except OSError:
+        return None
+    sys.pycache_prefix, sys.dont_write_bytecode = str(directory), False
+    return str(directory)
+
+
 # The first statement of a rank's program (launcher.RANK_ENTRY), before anything is imported:
 # compiled modules come from the evaluator's cache when it handed one, and none are written.
 RANK_PRELUDE = (f"import os, sys; sys.dont_write_bytecode = True; "

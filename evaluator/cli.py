@@ -314,6 +314,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from pkb_client.cli import main as remote
 
         return remote(argv)
+    from .bytecode_cache import adopt
+
+    adopt()  # before torch is imported: on hosts whose torch ships no bytecode, compiled once
     parser = argparse.ArgumentParser(
         prog="pkb", description="PKB multi-GPU kernel benchmark: eval, sweep, problems, "
         "check-references and probe run the evaluator here; login, submit, run, prompt and agent "

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from evaluator import bytecode_cache
-from evaluator.bytecode_cache import CACHE_ENV, RANK_PRELUDE, installed_without_bytecode, prepared
+from evaluator.bytecode_cache import CACHE_ENV, RANK_PRELUDE, adopt, installed_without_bytecode, prepared
 
 HOSTILE = Path(__file__).parent / "hostile"
 
@@ -73,6 +73,20 @@ def test_the_rank_prelude_reads_the_cache_from_its_environment_and_never_writes(
                             env={k: v for k, v in os.environ.items() if k != CACHE_ENV})
     assert given.stdout.split() == [str(tmp_path), "True"]
     assert absent.stdout.split() == ["None", "True"]
+
+
+def test_the_evaluator_adopts_the_cache_only_where_torch_ships_no_bytecode(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "pycache_prefix", None)
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "pycache"))
+    monkeypatch.setattr(bytecode_cache, "installed_without_bytecode", lambda module="torch": False)
+    assert adopt() is None and sys.pycache_prefix is None
+    monkeypatch.setattr(bytecode_cache, "installed_without_bytecode", lambda module="torch": True)
+    assert adopt() == str(tmp_path / "pycache")
+    assert sys.pycache_prefix == str(tmp_path / "pycache") and not sys.dont_write_bytecode
+    monkeypatch.setattr(sys, "pycache_prefix", None)
+    os.chmod(tmp_path / "pycache", 0o775)  # another may write there: not ours alone
+    assert adopt() is None and sys.pycache_prefix is None
 
 
 @pytest.mark.long
