@@ -50,7 +50,7 @@ from .hardware import clocks, gpu_memory
 from .hardware.affinity import rank_cpus
 from .judge.beside import FrozenBeside
 from .judge.buffers import RankBuffers, heap_bytes, output_bound
-from .judge.driver import (FROZEN_RUN_NS, Judge, JudgedTimer, calls_per_block, check_host_tcp,
+from .judge.driver import (FROZEN_RUN_NS, Judge, JudgedTimer, calls_per_block, check_host_pools,
                            check_stood_still, hold_budget, pass_probability_bound, phase_summary)
 from .judge.inputs import InputMaker, output_capacity, secret_seed
 from .judge.quiet import DeviceQuiet
@@ -457,7 +457,7 @@ class Evaluation:
         still continue itself (a SIGCONT it had a timer send) and starve the reference's start:
         the candidate's threads must not have run meanwhile, whether or not the reference came
         up (red team, wakes_itself_while_frozen)."""
-        check_host_tcp(candidate, "before the reference's start-up")
+        check_host_pools(candidate, "before the reference's start-up")
         before = candidate.thread_run_ns()
         try:
             if reference.begin() is not None:

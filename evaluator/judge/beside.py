@@ -22,7 +22,7 @@ from typing import Optional
 from ..launcher import SideRun
 from ..paired import DrivenFailure
 from ..report import FailureClass, make_failure
-from .driver import FROZEN_CPU_S, FROZEN_RUN_NS, check_host_tcp, check_stood_still
+from .driver import FROZEN_CPU_S, FROZEN_RUN_NS, check_host_pools, check_stood_still
 
 GAIN = "work that escapes the freeze runs beside the other side"
 
@@ -43,7 +43,7 @@ class FrozenBeside:
                 FailureClass.PROTOCOL_VIOLATION,
                 f"the candidate's processes could not all be stopped before the reference's {what} (a "
                 "process that cannot be stopped keeps running while the other side is timed)"))
-        check_host_tcp(self.candidate, f"before the reference's {what}")
+        check_host_pools(self.candidate, f"before the reference's {what}")
         self.cpu_s = self.candidate.cpu_seconds()
         self.reading = self.candidate.thread_run_ns()
 

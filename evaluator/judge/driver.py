@@ -36,6 +36,7 @@ from ..launcher import SideRun
 from ..paired import Block, DrivenFailure, PairedTimer, SideBlocks, answered_twice
 from ..report import FailureClass, make_failure
 from .buffers import OutputError, RankBuffers, WrittenCall
+from .host_files import starved as files_starved
 from .host_tcp import starved
 from .inputs import InputMaker
 from .liveness import ended_since, ran_since
@@ -164,6 +165,21 @@ def check_stood_still(before: dict[tuple[int, int], int], after: dict[tuple[int,
             f"it had sent itself, say: {gain})"))
 
 
+def check_host_pools(candidate: SideRun, when: str) -> None:
+    """The kernel's pools that no namespace splits, read while the candidate stands stopped and
+    before the reference runs beside it: the host's TCP memory and its table of open files."""
+    check_host_tcp(candidate, when)
+    check_host_files(candidate, when)
+
+
+def check_host_files(candidate: SideRun, when: str) -> None:
+    """The candidate's resource_limit if the host's one table of open files is so full while it
+    stands stopped, its own processes holding a share, that the reference could not open its own
+    (red team, fills_the_hosts_file_table: judge/host_files.py)."""
+    if (why := files_starved(candidate.box.process_ids() if candidate.box is not None else [])) is not None:
+        raise DrivenFailure("candidate", make_failure(FailureClass.RESOURCE_LIMIT, f"{why} ({when})"))
+
+
 def check_host_tcp(candidate: SideRun, when: str) -> None:
     """The candidate's resource_limit if the host's one pool of TCP memory is so full while it
     stands stopped, its own sockets holding a share, that the reference would run starved (red
@@ -258,7 +274,7 @@ class Judge:
         if watched is not None:
             self.read_still(watched, f"while they stood stopped, before the reference's {what}",
                             "work that escapes the freeze runs beside the other side")
-            check_host_tcp(watched, f"before the reference's {what}")
+            check_host_pools(watched, f"before the reference's {what}")
         elif side == "candidate":
             # Read before the clock starts: the candidate stood still since its last freeze, up to
             # this thaw (the window after the reference's last reading went unread before).

@@ -529,6 +529,26 @@ def test_a_candidate_that_holds_the_hosts_tcp_memory_while_frozen_fails():
     assert "TCP memory" in report["failure"]["message"]
 
 
+# Serial, in make test-long: it fills the host's table of open files for a few seconds, and every
+# process of the host without CAP_SYS_ADMIN (a database, the sides of an evaluation beside it) is
+# refused files meanwhile.
+@pytest.mark.slow
+@pytest.mark.long
+def test_a_candidate_that_holds_the_hosts_open_files_while_frozen_fails():
+    # The ninth pass: helpers mapped one small file 2.5 million times (each mapping holds a file
+    # open, with no descriptor) until the host's table was full, and the reference's sandbox,
+    # started beside the frozen candidate, could not open its own: our harness_error ("the zygote
+    # ended before it started every rank"). The judge now reads the table before the reference
+    # runs. Filling it can also take the candidate's own side with it (its init, which lists /proc,
+    # dies of ENFILE): a crash, its own; never the reference's failure.
+    report = run("fills_the_hosts_file_table")
+    assert report["verdict"] == "fail"
+    failure = report["failure"]
+    assert failure["failure_class"] in ("resource_limit", "crash"), failure
+    if failure["failure_class"] == "resource_limit":
+        assert "table of open files" in failure["message"], failure
+
+
 @pytest.mark.parametrize("ran", [True, False])
 def test_a_reference_block_that_fails_beside_a_candidate_that_ran_is_the_candidates(ran):
     # Helpers woken by their own timers inside a reference block (starves_a_reference_block_past_
