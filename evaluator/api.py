@@ -257,6 +257,11 @@ class Evaluation:
             if not candidate.ok:
                 return self.report(candidate.failure, [], None, candidate, None)
             hashes = hashes_if_unconfined(candidate, workdir)
+            # Judged in the ranks too, an unconfined candidate could plant links where the
+            # reference writes its exact answers (red team, plants_reference_links: passed here
+            # until the ninth pass).
+            if (planted := planted_in_reference_folders(workdir)) is not None:
+                return self.report(planted, [], None, candidate, None)
             reference = self.run_side("reference", workdir)
             if not reference.ok:
                 return self.report(reference.failure, [], None, candidate, reference)
@@ -488,6 +493,8 @@ class Evaluation:
             wait_started("candidate", started)
             # Its share of the evaluation's deadline is what is left as it begins.
             reference_run.limits = self.side_limits("reference")
+            if (planted := planted_in_reference_folders(workdir)) is not None:
+                raise DrivenFailure("candidate", planted)  # as in _run_judged (plants_reference_links)
             beside.freeze("start-up")
             self.start_beside_frozen(reference_run, candidate_run, started)
             beside.thaw("start-up")
@@ -518,7 +525,12 @@ class Evaluation:
         missing = self.missing_timed_outputs(timed_calls, workdir / "candidate")
         if missing is not None:
             return self.report(missing, [], None, candidate, reference_run.end())
-        # The candidate's processes are gone: now the reference may compute what it is judged by.
+        # The candidate's processes are gone: now the reference may compute what it is judged by,
+        # in folders that hold nothing the candidate left there (unconfined: plants_reference_links).
+        box = reference_run.box
+        if not getattr(box, "confined", True) and \
+                (planted := planted_in_reference_folders(workdir, box.work / "out")) is not None:
+            return self.report(planted, [], None, candidate, reference_run.end())
         finishing = time.monotonic()
         reference_run.command({"cmd": "finish", "rechecks": self.rechecks(timed_calls)}, None)
         wait_finished(reference_run)

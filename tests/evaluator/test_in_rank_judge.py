@@ -131,3 +131,15 @@ def test_what_a_rank_sends_is_not_kept_without_bound(attack, monkeypatch):
     labels, claims = kept["candidate"]
     assert labels < 2 * launcher.MAX_LABELS * (launcher.MAX_LABEL_CHARS + 42), labels
     assert claims == 0, claims
+
+
+@pytest.mark.parametrize("timing", [True, False])
+def test_links_planted_where_the_reference_writes_its_exact_answers_are_caught(timing):
+    # The sixth pass's plants_reference_links, closed then for the judge outside: judged in the
+    # ranks, unconfined, the candidate wrong by 0.05 everywhere passed, timed and untimed (the
+    # reference wrote its exact answers through links to /dev/null, and the parent judged by the
+    # problem's tolerance). The reference's folders are now checked on this path too.
+    report = in_ranks(HOSTILE / "plants_reference_links.py", dtype="bfloat16", timing=timing)
+    assert report["verdict"] == "fail", (report.get("timing") or {}).get("speedup")
+    expected = "protocol_violation" if report["sandbox"] == "off" else "value_mismatch"
+    assert report["failure"]["failure_class"] == expected, report["failure"]
