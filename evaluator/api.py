@@ -132,7 +132,7 @@ class Evaluation:
                                 secret=self.seed_secret)
         self.started_at = _now()
         self.started_clock = time.monotonic()
-        self.phases = PhaseClock()  # the judged path's phases (report wall_time.phases_s)
+        self.phases = PhaseClock()  # where the wall time went, by phase (report wall_time.phases_s)
 
     def rechecks(self, timed_calls: Sequence[int]) -> list[TrialSpec]:
         """The candidate's checked timed calls, as trials the reference runs after the seeded ones."""
@@ -477,6 +477,7 @@ class Evaluation:
     def run_timed(self, workdir: Path) -> Report:
         assert self.timing is not None
         candidate_run, reference_run = self.side_run("candidate", workdir), self.side_run("reference", workdir)
+        self.phases = PhaseClock()
         if candidate_run.begin() is not None:
             return self.report(candidate_run.failure, [], None, candidate_run.end(), reference_run.end())
         gpus = clocks.visible_gpus(self.config.gpus_needed)
@@ -498,7 +499,9 @@ class Evaluation:
             beside.freeze("start-up")
             self.start_beside_frozen(reference_run, candidate_run, started)
             beside.thaw("start-up")
-            paired = timer.run()
+            self.phases.mark("start")
+            paired = timer.run()  # the trials come first in each side's ranks
+            self.phases.mark("timing")
         except DrivenFailure as exc:
             ran = (candidate_run.run_seconds(), reference_run.run_seconds())
             starved = self.starved_reference(candidate_run) if exc.side == "reference" else None
@@ -516,6 +519,7 @@ class Evaluation:
         candidate_run.command({"cmd": "finish", "keep": slots}, None)
         wait_finished(candidate_run)
         candidate = candidate_run.end()
+        self.phases.mark("candidate_end")
         if candidate.ok and (twice := answered_twice(candidate_run)) is not None:
             candidate.failure = twice  # the last block's second answer, sent at the finish
         if not candidate.ok:
@@ -534,7 +538,9 @@ class Evaluation:
         finishing = time.monotonic()
         reference_run.command({"cmd": "finish", "rechecks": self.rechecks(timed_calls)}, None)
         wait_finished(reference_run)
+        self.phases.mark("finish")
         reference = reference_run.end()
+        self.phases.mark("reference_end")
         if not reference.ok and (spent := self.left_too_little(reference_run, candidate, finishing)) is not None:
             return self.report(spent, [], None, candidate, reference)
         if not reference.ok:
@@ -542,6 +548,7 @@ class Evaluation:
         if (tampered := tampering(hashes, workdir)) is not None:
             return self.report(tampered, [], None, candidate, reference)
         trials, failure = self.judge(workdir, timed_calls, returned=timer.cand.digests_of)
+        self.phases.mark("comparison")
         timing = None
         if failure is None:
             timing, failure = self.score(paired, clocks.compare(*timer.snapshots) if gpus else None)
