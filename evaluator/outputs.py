@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import zipfile
 from pathlib import Path
 from typing import Optional
 
@@ -30,14 +31,34 @@ def load_candidate_outputs(path: Path, sha256: Optional[str] = None) -> Optional
                                     f"{path.name}, the judge's copy of the candidate's outputs, changed on the "
                                     "judge's disk after the judge wrote it (only a candidate process could "
                                     "write there)")
+            if not stored_only(io.BytesIO(data), len(data)):
+                return None
             outputs = torch.load(io.BytesIO(data), weights_only=True)
         else:
+            if not stored_only(path, path.stat().st_size):
+                return None
             outputs = torch.load(path, weights_only=True)
     except Exception:  # noqa: BLE001 - missing, truncated or not a tensor file: all the same here
         return None
     if not isinstance(outputs, list) or not all(isinstance(t, torch.Tensor) for t in outputs):
         return None
     return outputs
+
+
+def stored_only(source: Path | io.BytesIO, size: int) -> bool:
+    """Whether a tensor file (a zip, as ``torch.save`` writes it) holds its records as they are,
+    none compressed, and no more of them than its own bytes: so reading it takes no more memory
+    than the file. PyTorch's reader inflates a compressed record into the size it declares before
+    it checks anything: judged in the ranks, 13 MB of a candidate's file became 3 GiB of the
+    parent's memory (red team, ninth pass: inflates_its_output_files; 1000:1 at zlib's level 9,
+    so a side's disk held terabytes). ``torch.save`` never compresses."""
+    try:
+        with zipfile.ZipFile(source) as archive:
+            records = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+        return False
+    return all(r.compress_type == zipfile.ZIP_STORED and r.file_size == r.compress_size for r in records) \
+        and sum(r.file_size for r in records) <= size
 
 
 def hashes_if_unconfined(candidate: SideResult, workdir: Path) -> Optional[dict[str, str]]:

@@ -143,3 +143,29 @@ def test_links_planted_where_the_reference_writes_its_exact_answers_are_caught(t
     assert report["verdict"] == "fail", (report.get("timing") or {}).get("speedup")
     expected = "protocol_violation" if report["sandbox"] == "off" else "value_mismatch"
     assert report["failure"]["failure_class"] == expected, report["failure"]
+
+
+def test_a_compressed_output_file_is_never_inflated_by_the_parent(monkeypatch):
+    # Judged in the ranks the parent loads the files the ranks wrote: rank 0 replaced its first
+    # trial's tensor record with 3 GiB of zeros, deflated to 13 MB, and PyTorch's reader inflated
+    # all of it into the parent's memory (peak 3.4 GiB against 0.3) before it refused the record.
+    # Such a file is now unreadable without being read: the rank's protocol_violation.
+    import zipfile
+
+    from evaluator import outputs
+    handed: list[str] = []
+    load = outputs.torch.load
+
+    def watched_load(source, *args, **kwargs):
+        with zipfile.ZipFile(source) as archive:
+            handed.extend(r.filename for r in archive.infolist() if r.compress_type != zipfile.ZIP_STORED)
+        if hasattr(source, "seek"):
+            source.seek(0)
+        return load(source, *args, **kwargs)
+
+    monkeypatch.setattr(outputs.torch, "load", watched_load)
+    report = in_ranks(HOSTILE / "inflates_its_output_files.py")
+    assert report["verdict"] == "fail"
+    assert report["failure"]["failure_class"] == "protocol_violation", report["failure"]
+    assert "no readable outputs for trial0" in report["failure"]["message"]
+    assert handed == []  # no compressed record reached PyTorch's reader
