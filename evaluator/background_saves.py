@@ -19,7 +19,10 @@ IN_FLIGHT = 2 * WRITERS  # saves queued at most: each holds a trial's outputs un
 
 
 class BackgroundSaves:
-    def __init__(self) -> None:
+    def __init__(self, initializer: Optional[Callable[[], None]] = None) -> None:
+        """``initializer``: run first in each writer thread (a rank's GPU made the thread's current
+        device, which is per thread: nothing a save does may touch another GPU)."""
+        self._initializer = initializer
         self._pool: Optional[ThreadPoolExecutor] = None
         self._pending: list[Future[None]] = []
 
@@ -27,7 +30,8 @@ class BackgroundSaves:
         """Run ``save`` on a writer thread; past IN_FLIGHT queued, first wait for the oldest (and
         raise its error, if it failed)."""
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="pkb-save")
+            self._pool = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="pkb-save",
+                                            initializer=self._initializer)
         while len(self._pending) >= IN_FLIGHT:
             self._pending.pop(0).result()
         self._pending.append(self._pool.submit(save))

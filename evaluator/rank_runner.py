@@ -113,7 +113,8 @@ class TaskRunner:
         self._meeting_point: Optional[torch.Tensor] = None  # device_meeting_point()
         # The reference's files, written beside its next trial on GPUs (background_saves.py);
         # None: each written before the trial reports its step.
-        self._saves = BackgroundSaves() if side == "reference" and ctx.device.type == "cuda" else None
+        self._saves = BackgroundSaves(initializer=lambda: torch.cuda.set_device(ctx.device)) \
+            if side == "reference" and ctx.device.type == "cuda" else None
 
     def inputs(self, seed: int) -> dict[str, Any]:
         case = self.problem.case(self.ctx.world_size, self.task["size"], self.dtype, rank=self.ctx.rank,

@@ -70,3 +70,13 @@ def test_a_quiet_drain_waits_but_keeps_the_error_back_for_the_one_already_raised
     saves.submit(lambda: (_ for _ in ()).throw(ValueError("save failed")))
     saves.drain(quietly=True)
     saves.drain()  # nothing left: the failed save was drained once
+
+
+def test_each_writer_thread_runs_the_initializer_first():
+    local = threading.local()
+    seen = []
+    saves = BackgroundSaves(initializer=lambda: setattr(local, "device", "cuda:1"))
+    for _ in range(WRITERS * 2):
+        saves.submit(lambda: seen.append(getattr(local, "device", None)))
+    saves.drain()
+    assert seen == ["cuda:1"] * (WRITERS * 2)
