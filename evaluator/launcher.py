@@ -45,6 +45,8 @@ MAX_KEPT = 16
 # protocol violation (an honest rank reads at once; a long command line may need a few reads).
 COMMAND_WRITE_S = 5.0
 MAX_LABELS = 4096
+# What the in-rank judge reads of a rank's answer to a block (paired.PairedTimer._block).
+BLOCK_ANSWER_FIELDS = ("block", "first_call", "times_ms", "gap_ms", "digests", "copies")
 MAX_LABEL_CHARS = 200  # a step's label as kept (the harness's are a few words)
 # A progress event's step, as the hook gets it: the harness's are short text (its start-up summary
 # names a few phases).
@@ -590,8 +592,11 @@ class SideRun(SideDiagnosis):
                 self._stray_line(state, f"an answer to block {block} twice (the harness answers each "
                                  "block once)")
                 return
-            # A judged side's answer says only that the block is done: keep nothing of it.
-            self.blocks[key] = {"block": block} if self.buffers is not None else event
+            # A judged side's answer says only that the block is done: keep nothing of it. Judged in
+            # the ranks, only what PairedTimer reads of it (a rank's answer may carry up to 1 MiB of
+            # anything else, and every block's was kept until the end).
+            self.blocks[key] = {"block": block} if self.buffers is not None else \
+                {name: event[name] for name in BLOCK_ANSWER_FIELDS if name in event}
             if state.answered_after is None:
                 # The harness answers after its last call, so after a "called" for every call but
                 # the last: an answer that comes sooner in the stream was not the harness's.

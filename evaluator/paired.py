@@ -211,7 +211,9 @@ class PairedTimer:
         ranks = len(side.run.ranks)
         events = [side.run.blocks.get((block_id, rank)) for rank in range(ranks)]
         times = [milliseconds(e.get("times_ms"), calls) if e is not None else None for e in events]
-        gaps = [milliseconds(e.get("gap_ms") or [], None, signed=True) if e is not None else None for e in events]
+        # One gap per call, as the harness sends them (or none): a longer list is a forged answer.
+        gaps = [milliseconds(e.get("gap_ms") or [], calls if e.get("gap_ms") else None, signed=True)
+                if e is not None else None for e in events]
         copies = events[0].get("copies") if events[0] is not None else None
         if any(e is None or t is None or g is None or e.get("first_call") != side.calls
                for e, t, g in zip(events, times, gaps)) or not (copies is None or type(copies) is int and copies >= 0):

@@ -317,6 +317,19 @@ def test_memory_held_behind_an_exited_main_thread_counts_against_the_rank():
     assert "used more than the limit of 2 GiB" in report["failure"]["message"]
 
 
+@pytest.mark.confined  # the init's watch of a side's memory, in the side's own network namespace
+def test_memory_held_in_udp_queues_counts_against_the_side():
+    # The ninth pass: rank 0 queued 3 GiB of datagrams it never read on its side's loopback. UDP's
+    # queues are one pool for the host, charged to no memory cgroup (v1 charges sockets only for
+    # TCP, and only when asked) and shown in no resident set: it passed under a 2 GiB limit per rank.
+    from evaluator.config import ResourceLimits
+
+    report = run("holds_memory_in_udp_queues", timing=False, resources=ResourceLimits(memory_bytes_per_rank=2 << 30))
+    assert report["verdict"] == "fail"
+    assert report["failure"]["failure_class"] == "resource_limit", report["failure"]
+    assert "queued in its sockets" in report["failure"]["message"]
+
+
 def test_a_process_that_runs_under_a_ms_beside_the_reference_is_caught():
     # Woken by a one-shot timer aimed past the judge's reads after the candidate's block, a helper
     # ran 0.5 ms beside each reference block it reached: under the 1 ms margin, it passed (3 runs
