@@ -18,10 +18,12 @@ def usage_by_namespace(count_files: bool) -> dict[str, tuple[int, int]]:
     """(tasks, host memory bytes) of every process but us, summed per user namespace.
 
     Memory is the resident set plus, when ``count_files``, memory files (memfd) a process holds
-    open: their pages are host memory that the resident set does not show until mapped.
+    open (their pages are host memory that the resident set does not show until mapped) and its
+    pipes' buffers (memory_files).
     """
     groups: dict[str, list[int]] = {}
     seen: set[tuple[int, int]] = set()
+    pipes: set[str] = set()
     for name in os.listdir("/proc"):
         if not name.isdigit() or name == "1":
             continue
@@ -40,7 +42,7 @@ def usage_by_namespace(count_files: bool) -> dict[str, tuple[int, int]]:
             view, rss = _living_thread(name)
         rss = (rss or 0) * 1024
         if count_files:
-            rss += memory_files(view, seen)
+            rss += memory_files(view, seen, pipes)
         group = groups.setdefault(namespace, [0, 0])
         group[0] += threads or 0
         group[1] += rss
@@ -173,9 +175,13 @@ def _living_thread(pid: str) -> tuple[str, int | None]:
     return f"/proc/{pid}", None
 
 
-def memory_files(view: str, seen: set[tuple[int, int]]) -> int:
+PIPE_BYTES = 16 * 4096  # what a pipe's buffer holds by default, counted for each pipe a process holds
+
+
+def memory_files(view: str, seen: set[tuple[int, int]], pipes: set[str] | None = None) -> int:
     """Bytes of the memory files open in ``view`` (a process's /proc folder, or a thread's) not
-    already in ``seen``."""
+    already in ``seen``, and of the pipes not already in ``pipes`` (PIPE_BYTES each)."""
+    pipes = set() if pipes is None else pipes
     total = 0
     try:
         fds = os.listdir(f"{view}/fd")
@@ -184,7 +190,17 @@ def memory_files(view: str, seen: set[tuple[int, int]]) -> int:
     for fd in fds:
         path = f"{view}/fd/{fd}"
         try:
-            if not os.readlink(path).startswith("/memfd:"):
+            target = os.readlink(path)
+            if target.startswith("pipe:"):
+                # A pipe's buffer is kernel memory no resident set shows: a default pipe's 16 pages
+                # (one past the user's soft limit gets 2; one enlarged, at most that limit's 64 MiB
+                # in all). 220,000 pipes of 110 helpers held 1.8 GB beside a rank under its 2 GiB
+                # limit (red team, ninth pass: holds_memory_in_pipes).
+                if target not in pipes:
+                    pipes.add(target)
+                    total += PIPE_BYTES
+                continue
+            if not target.startswith("/memfd:"):
                 continue
             info = os.stat(path)
         except OSError:
