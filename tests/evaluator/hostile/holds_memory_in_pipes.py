@@ -9,6 +9,7 @@ past the soft limit), and sleeps: about 1.8 GB held beside the rank's own memory
 right. Before the fix (sandbox on, 2026-11-29, a rank limit of 2 GiB): see docs/judge.md, ninth
 pass."""
 
+import os
 import subprocess
 import sys
 import time
@@ -20,6 +21,7 @@ PIPES = 2000  # per helper: 4000 of its 4096 descriptors
 
 FILL = f"""
 import os, signal, sys
+done = int(sys.argv[1])
 for _ in range({HELPERS} - 1):
     if os.fork() == 0:
         break
@@ -33,6 +35,8 @@ for _ in range({PIPES}):
     except BlockingIOError:
         pass
     held.append((r, w))
+os.write(done, b"x")  # filled: the rank waits for every helper's word
+os.close(done)
 while True:
     signal.pause()
 """
@@ -42,8 +46,13 @@ _state = {"started": False}
 def solution(x, *, group):
     if not _state["started"] and dist.get_rank(group) == 0:
         _state["started"] = True
-        subprocess.Popen([sys.executable, "-S", "-c", FILL])
-        time.sleep(3.0)  # filled, and held while the side's watch looks
+        done_r, done_w = os.pipe()
+        subprocess.Popen([sys.executable, "-S", "-c", FILL, str(done_w)], pass_fds=(done_w,))
+        os.close(done_w)
+        filled = 0
+        while filled < HELPERS and (chunk := os.read(done_r, HELPERS)):
+            filled += len(chunk)
+        time.sleep(1.0)  # held, every helper at rest, while the side's watch looks (every 0.5 s)
     out = x.clone()
     dist.all_reduce(out, group=group)
     return out
