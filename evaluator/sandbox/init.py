@@ -35,7 +35,8 @@ from typing import Any
 
 from . import libc, seccomp
 from .policy import SANDBOX_UID
-from .watch import MAX_SOCKETS, freeze_everyone, kill_everyone, socket_queue_bytes, thaw_everyone, usage_by_namespace
+from .watch import (MAX_SOCKETS, freeze_everyone, kill_everyone, socket_queue_bytes, thaw_everyone,
+                    unattached_shared_memory, usage_by_namespace)
 from .zygote import Zygote
 from .zygote import eligible as zygote_eligible
 
@@ -351,14 +352,16 @@ class SideInit:
                 return self.over_limit("memory", f"{who} used more than the limit of "
                                        f"{memory_limit / 2**30:.3g} GiB of host memory", rank)
         if self.scans % 5 == 0:
-            # Socket queues are host memory no rank's resident set shows and no cgroup of ours
-            # charges (UDP's, and TCP's): the side's together may hold no more than one rank may.
+            # Host memory no rank's resident set shows: socket queues (UDP's and netlink's, which
+            # no cgroup of ours charges; TCP's and unix ones') and System V shared memory no process
+            # has attached. The side's together may hold no more than one rank may.
             queued, too_many = socket_queue_bytes()
+            queued += unattached_shared_memory()
             if too_many or queued > memory_limit:
-                held = f"more than {MAX_SOCKETS:,} sockets" if too_many else f"{queued / 2**30:.3g} GiB queued in its sockets"
-                return self.over_limit("memory", f"the side held {held} (host memory outside every rank's "
-                                       f"resident set), past the limit of {memory_limit / 2**30:.3g} GiB a rank "
-                                       "may use", None)
+                held = f"more than {MAX_SOCKETS:,} sockets" if too_many else f"{queued / 2**30:.3g} GiB"
+                return self.over_limit("memory", f"the side held {held} queued in its sockets or in shared memory no "
+                                       "process has attached (host memory outside every rank's resident set), past "
+                                       f"the limit of {memory_limit / 2**30:.3g} GiB a rank may use", None)
         st = os.statvfs(self.spec["work"])
         total = st.f_blocks * st.f_frsize
         if st.f_bavail * st.f_frsize < max(MiB, total // 100) or st.f_favail < 64:

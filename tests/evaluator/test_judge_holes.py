@@ -319,19 +319,21 @@ def test_memory_held_behind_an_exited_main_thread_counts_against_the_rank():
 
 @pytest.mark.confined  # the init's watch of a side's memory, in the side's own network namespace
 @pytest.mark.parametrize("attack", ["holds_memory_in_udp_queues", "holds_memory_in_netlink_queues",
-                                    "holds_memory_in_unix_queues", "holds_memory_in_pipes"])
+                                    "holds_memory_in_unix_queues", "holds_memory_in_pipes",
+                                    "holds_memory_in_sysv_shm"])
 def test_memory_held_in_socket_queues_counts_against_the_side(attack):
     # The ninth pass: rank 0 queued 3 GiB it never read on its side's own network namespace, in UDP
     # sockets (one pool for the host) or netlink ones (no pool at all), charged to no memory cgroup
     # (v1 charges sockets only for TCP, and only when asked), or unix ones (charged to the side's
     # cgroup, under its cap, where the host gives one), or in pipes' buffers (the same; 110 helpers'
-    # 220,000 pipes), shown in no resident set: it passed under a 2 GiB limit per rank, all four ways.
+    # 220,000 pipes), or in System V shared memory it had detached (bounded only by the disk budget),
+    # shown in no resident set: it passed under a 2 GiB limit per rank, all five ways.
     from evaluator.config import ResourceLimits
 
     report = run(attack, timing=False, resources=ResourceLimits(memory_bytes_per_rank=2 << 30))
     assert report["verdict"] == "fail"
     assert report["failure"]["failure_class"] == "resource_limit", report["failure"]
-    expected = "used more than the limit of 2 GiB" if attack.endswith("pipes") else "queued in its sockets"
+    expected = "used more than the limit of 2 GiB" if attack.endswith("pipes") else "outside every rank's resident set"
     assert expected in report["failure"]["message"], report["failure"]
 
 
