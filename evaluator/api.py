@@ -375,20 +375,33 @@ class Evaluation:
         if not candidate.ok:
             return self.report(candidate.failure, [], None, candidate, reference_run.end() if reference_run else None)
         timed_calls = sorted(judge.checked.kept)
+        checked: Optional[dict[tuple[str, int], Any]] = None  # re-checked in the slots: each (label, rank)'s checks
         if reference_run is None:
             if (planted := planted_in_reference_folders(workdir)) is not None:
                 return self.report(planted, [], None, candidate, None)
             reference = self.run_side("reference", workdir)
         else:
-            rechecks = self.rechecks(timed_calls)
             box = reference_run.box
             if not getattr(box, "confined", True) and \
                     (planted := planted_in_reference_folders(workdir, box.work / "out")) is not None:
                 return self.report(planted, [], None, candidate, reference_run.end())
-            reference_run.thaw()
             finishing = time.monotonic()
-            reference_run.command({"cmd": "finish", "rechecks": rechecks},
-                                  step_s * (len(self.seeds) + len(rechecks) + 1))
+            span = judge.recheck_span()
+            try:
+                checked = self.recheck_in_slots(judge, reference_run, workdir, timed_calls, span) if span else None
+            except DrivenFailure as exc:
+                reference = reference_run.end()
+                if (spent := self.left_too_little(reference_run, candidate, finishing)) is not None:
+                    return self.report(spent, [], None, candidate, reference)
+                failure = dict(exc.failure, failure_class=FailureClass.HARNESS_ERROR.value)
+                return self.report(failure, [], None, candidate, reference)  # type: ignore[arg-type]
+            reference_run.thaw()
+            if checked is not None:
+                reference_run.command({"cmd": "finish", "rechecked": True}, step_s)
+            else:  # a ring too short for one re-check's slots: the reference writes files
+                rechecks = self.rechecks(timed_calls)
+                reference_run.command({"cmd": "finish", "rechecks": rechecks},
+                                      step_s * (len(self.seeds) + len(rechecks) + 1))
             wait_finished(reference_run)
             self.phases.mark("finish")
             reference = reference_run.end()
@@ -397,7 +410,10 @@ class Evaluation:
         if not reference.ok:
             return self.report(reference.failure, [], None, candidate, reference)
         self.phases.mark("reference_end")
-        trials, failure = self.judge(workdir, timed_calls, written=judge.written, held=judge.held)
+        if checked is not None:
+            trials, failure = self.verdicts(self.labels(timed_calls), checked)
+        else:
+            trials, failure = self.judge(workdir, timed_calls, written=judge.written, held=judge.held)
         self.phases.mark("comparison")
         timing = None
         if failure is None and paired is not None:
@@ -414,6 +430,26 @@ class Evaluation:
                                 **({"outputs_read": outputs_read(buffers)}
                                    if buffers["candidate"][0].heap is not None else {})}
         return self.report(failure, trials, timing, candidate, reference)
+
+    def recheck_in_slots(self, judge: Judge, reference_run: SideRun, workdir: Path, timed_calls: Sequence[int],
+                         span: int) -> dict[tuple[str, int], Any]:
+        """The reference recomputes every trial and checked timed call on the judge's inputs, a
+        block at a time, into its slots; each is judged against the judge's copy of the candidate's
+        outputs as it comes, on the device where both lie, before the next block overwrites it. On a
+        GPU host the files this replaces took most of an evaluation's wall time (docs/judge.md,
+        "Where a pkb eval's wall time goes")."""
+        labels = self.labels(timed_calls)
+        checked: dict[tuple[str, int], Any] = {}
+        step_s = self.config.limits.step_s
+        for index, per_rank in judge.recheck(reference_run, [seed for _, seed, _, _, _ in labels], step_s, span):
+            _, _, kind, label, _ = labels[index]
+            for rank, reference in enumerate(per_rank):
+                checked[(label, rank)] = self.check_rank(workdir, label, "", rank, written=judge.written,
+                                                         held=held_copy(judge.held, label, rank), reference=reference)
+            # The steps the reference's ranks said when they wrote files, now the judge's to say.
+            judge.progress("reference", "step", f"trial {index}" if kind == "correctness"
+                           else f"recheck of timed call {label.removeprefix('timed')}")
+        return checked
 
     def candidate_spent_the_time(self, reference: SideRun, candidate_ran_s: float,
                                  reference_ran_s: float) -> Optional[Failure]:
@@ -568,14 +604,18 @@ class Evaluation:
     def check_rank(self, workdir: Path, label: str, reference_label: str, rank: int,
                    returned: Optional[list[str]] = None,
                    written: Optional[dict[str, str]] = None,
-                   held: Optional[list[torch.Tensor]] = None) -> Optional[list[Any]] | Failure:
+                   held: Optional[list[torch.Tensor]] = None,
+                   reference: Optional[tuple[list[torch.Tensor], list[dict[str, Any]]]] = None
+                   ) -> Optional[list[Any]] | Failure:
         """One rank's output checks for one trial; None when the candidate's file is unreadable;
         a failure when a timed call's saved outputs are not what it returned (``returned``:
         their digests as the rank sent them right after the call), or when a file the judge
         wrote is no longer what it wrote (``written``: name -> SHA-256, Judge.written).
         ``held``: the judge's own copy of these outputs, still in its memory (Judge.held): judged
         as they are, never written out and read back (a 64 MiB output's round trip through a
-        file took 0.28 s of the judge's time on a GPU host, scripts/gpu/recheck_cost.py)."""
+        file took 0.28 s of the judge's time on a GPU host, scripts/gpu/recheck_cost.py).
+        ``reference``: the reference's outputs and exact records as the judge read them from its
+        slots (``Judge.recheck``), instead of its files."""
         if held is not None:
             got: Optional[list[Any]] | Failure = held
         else:
@@ -587,11 +627,14 @@ class Evaluation:
             return make_failure(FailureClass.PROTOCOL_VIOLATION,
                                 f"rank {rank}: the saved outputs of {label.replace('timed', 'timed call ')} are not "
                                 "what the call returned (they changed between the call and the save)", rank=rank)
-        reference_path = workdir / "reference" / f"task0_{reference_label}_rank{rank}.pt"
-        # Mapped, not read: the reference's files are ours, and they move once, to the comparison's
-        # device (a 64 MiB output: 46 ms read, 6 ms mapped).
-        want = torch.load(reference_path, weights_only=True, mmap=True)
-        exact = load_exact(exact_path(reference_path))
+        if reference is not None:
+            want, exact = reference
+        else:
+            reference_path = workdir / "reference" / f"task0_{reference_label}_rank{rank}.pt"
+            # Mapped, not read: the reference's files are ours, and they move once, to the
+            # comparison's device (a 64 MiB output: 46 ms read, 6 ms mapped).
+            want = torch.load(reference_path, weights_only=True, mmap=True)
+            exact = load_exact(exact_path(reference_path))
         device = self.comparison_device(rank)
         return list(compare_outputs(on_device(got, device), on_device(want, device),
                                     self.problem.tolerance(self.dtype), on_device(exact, device)))
@@ -604,16 +647,21 @@ class Evaluation:
             return torch.device("cuda", self.config.rank_gpu(rank))
         return torch.device("cpu")
 
+    def labels(self, timed_calls: Sequence[int]) -> list[tuple[int, int, str, str, str]]:
+        """What is judged, in order: (index, seed, kind, label, the reference's file label): the
+        seeded trials, then the checked timed calls, recomputed by the reference as trials after them."""
+        labels = [(i, s, "correctness", f"trial{i}", f"trial{i}") for i, s in enumerate(self.seeds)]
+        return labels + [(len(self.seeds) + i, call_seed(self.timing_seed, n), "timed", f"timed{n}",
+                          f"trial{len(self.seeds) + i}") for i, n in enumerate(timed_calls)]
+
     def judge(self, workdir: Path, timed_calls: Sequence[int] = (),
               returned: Callable[[int], Optional[list[list[str]]]] = lambda call: None,
               written: Optional[dict[str, str]] = None,
               held: Optional[dict[str, list[list[torch.Tensor]]]] = None) -> tuple[list[Trial], Optional[Failure]]:
         """Every trial's and checked timed call's outputs, rank by rank, against the reference's
-        (``held``: label -> per rank, the judge's copies still in its memory; the rest from files)."""
-        labels = [(i, s, "correctness", f"trial{i}", f"trial{i}") for i, s in enumerate(self.seeds)]
-        # Timed calls, recomputed by the reference as trials after the seeded ones.
-        labels += [(len(self.seeds) + i, call_seed(self.timing_seed, n), "timed", f"timed{n}",
-                    f"trial{len(self.seeds) + i}") for i, n in enumerate(timed_calls)]
+        files (``held``: label -> per rank, the judge's copies still in its memory; the rest from files)."""
+        labels = self.labels(timed_calls)
+
         def digests(label: str, rank: int) -> Optional[list[str]]:
             if not label.startswith("timed"):
                 return None
@@ -624,16 +672,21 @@ class Evaluation:
                  for rank in range(self.config.world_size)]
         # Several outputs at once: each check is a few memory-bound passes that release the GIL.
         with ThreadPoolExecutor(max_workers=JUDGE_THREADS) as pool:
-            checked = iter(list(pool.map(
+            checked = pool.map(
                 lambda item: self.check_rank(workdir, *item, written=written,
                                              held=held_copy(held, label=item[0], rank=item[2])),
-                items)))
+                items)
+            return self.verdicts(labels, dict(zip(((item[0], item[2]) for item in items), checked)))
+
+    def verdicts(self, labels: list[tuple[int, int, str, str, str]],
+                 checked: dict[tuple[str, int], Any]) -> tuple[list[Trial], Optional[Failure]]:
+        """The trials, and the first failure in their order, from each (label, rank)'s checks."""
         trials: list[Trial] = []
         failure: Optional[Failure] = None
         for index, seed, kind, label, _ in labels:
             ranks: list[RankCheck] = []
             for rank in range(self.config.world_size):
-                checks = next(checked)
+                checks = checked[(label, rank)]
                 if isinstance(checks, dict):
                     return trials, dict(checks, trial=index)  # type: ignore[return-value]
                 if checks is None:

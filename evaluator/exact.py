@@ -15,6 +15,7 @@ the output's own dtype keeps the reference side's files at twice today's size, n
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -150,9 +151,9 @@ def residual_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype == torch.float16 else dtype
 
 
-def _residual(exact: torch.Tensor, ref: torch.Tensor) -> Optional[torch.Tensor]:
-    """``exact - ref`` in the residual dtype on the CPU, 0 where either is NaN or Inf; None if
-    it is 0 everywhere."""
+def _residual(exact: torch.Tensor, ref: torch.Tensor, device: Any = "cpu") -> Optional[torch.Tensor]:
+    """``exact - ref`` in the residual dtype on ``device`` (the CPU, for a file), 0 where either is
+    NaN or Inf; None if it is 0 everywhere."""
     # In float64 the difference of two finite values of a narrower dtype is finite, and it is NaN
     # or infinite wherever either value is: one pass over the difference finds those elements
     # (and zeroes them in place), where two isfinite masks and a where cost three more 8-byte
@@ -161,10 +162,10 @@ def _residual(exact: torch.Tensor, ref: torch.Tensor) -> Optional[torch.Tensor]:
     diff.nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0)
     if not bool(diff.any()):
         return None
-    return diff.to(residual_dtype(ref.dtype)).to("cpu").contiguous()
+    return diff.to(residual_dtype(ref.dtype)).to(device).contiguous()
 
 
-def end_residual(end: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+def end_residual(end: torch.Tensor, ref: torch.Tensor, device: Any = "cpu") -> torch.Tensor:
     """A band end as a residual from the native output, infinities kept: a decision that drops
     the token an output reads makes that output -inf (a log-probability), and -inf is then an
     honest answer. Where the native output is not finite, the end's value itself
@@ -172,17 +173,18 @@ def end_residual(end: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
     native_dtype, end = ref.dtype, end.detach()
     ref = ref.detach().to(end.dtype)
     diff = torch.where(torch.isfinite(ref), end - ref, end)
-    return diff.to(residual_dtype(native_dtype)).to("cpu").contiguous()
+    return diff.to(residual_dtype(native_dtype)).to(device).contiguous()
 
 
-def residual_record(native: list[torch.Tensor], run: ExactRun) -> list[dict[str, Any]]:
+def residual_record(native: list[torch.Tensor], run: ExactRun, device: Any = "cpu") -> list[dict[str, Any]]:
     """Per native output: ``{"residual": exact - native or None, "why": None or why no exact}``,
     and where the problem has a decision band, ``"low"`` and ``"high"``: the interval's ends
     as residuals the same way (None where an end is the exact answer everywhere).
 
     A residual of None with no reason means the native output is exact (or is not floating,
     and is judged by equality). Where either value is NaN or Inf the residual is 0: those
-    elements are judged against the native reference, as before.
+    elements are judged against the native reference, as before. ``device``: where the residuals
+    are made (the CPU for a file; the rank's GPU for the judge's slot, whence the judge reads them).
     """
     why_run = run.why_not()
     if len(run.outputs) != len(native):
@@ -197,11 +199,11 @@ def residual_record(native: list[torch.Tensor], run: ExactRun) -> list[dict[str,
             records.append({"residual": None, "why": why})
             continue
         exact = run.outputs[index].detach()
-        record: dict[str, Any] = {"residual": _residual(exact, ref), "why": None}
+        record: dict[str, Any] = {"residual": _residual(exact, ref, device), "why": None}
         if run.low is not None and run.high is not None:
             # An end equal to the exact answer everywhere travels as None, not as a copy.
             for end, values in (("low", run.low[index]), ("high", run.high[index])):
-                record[end] = None if torch.equal(values, exact) else end_residual(values, ref)
+                record[end] = None if torch.equal(values, exact) else end_residual(values, ref, device)
         records.append(record)
     return records
 
@@ -242,3 +244,71 @@ def room_for_exact(resources: ResourceLimits, banded: bool = False) -> ResourceL
     answer's, and with a decision band its two ends."""
     residuals = 3 if banded else 1
     return dataclasses.replace(resources, disk_bytes=(1 + 2 * residuals) * resources.disk_bytes)
+
+
+# A re-check's exact records travel beside its native outputs in the judge's shared slot (the
+# judge outside, evaluator/judge/driver.py ``recheck``): their tensors as more outputs, and their
+# shape as a JSON document in one last uint8 tensor. The reference's rank writes it; the judge
+# reads it back with every field checked, as it reads any slot.
+RECORD_PARTS = ("residual", "low", "high")
+
+
+def flatten_records(records: list[dict[str, Any]]) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """``records`` (``residual_record``'s) as their tensors in order and a uint8 tensor holding the
+    rest: per record, which parts are tensors (their index among the tensors), absent or None,
+    and the reason where there is no exact answer."""
+    tensors: list[torch.Tensor] = []
+    described: list[dict[str, Any]] = []
+    for record in records:
+        entry: dict[str, Any] = {"why": record.get("why")}
+        for part in RECORD_PARTS:
+            if part not in record:
+                continue
+            value = record[part]
+            if isinstance(value, torch.Tensor):
+                entry[part] = len(tensors)
+                tensors.append(value)
+            else:
+                entry[part] = None
+        described.append(entry)
+    meta = torch.frombuffer(bytearray(json.dumps(described).encode()), dtype=torch.uint8)
+    return tensors, meta
+
+
+def split_exact_parts(parts: list[torch.Tensor]) -> tuple[list[torch.Tensor], list[dict[str, Any]]]:
+    """A re-check's slot as the rank wrote it (native outputs, the records' tensors, their
+    description) back into the native outputs and one record per output; ValueError where it is
+    not that (wrong count, an index out of range or used twice, a reason that is not text)."""
+    if not parts:
+        raise ValueError("a re-check's slot holds nothing")
+    try:
+        described = json.loads(bytes(parts[-1].to("cpu").numpy().tobytes()).decode())
+    except (ValueError, UnicodeDecodeError, RecursionError, TypeError):
+        raise ValueError("the exact records' description is not JSON") from None
+    if not isinstance(described, list) or len(described) > len(parts) - 1:
+        raise ValueError("the exact records' description does not match the outputs")
+    native, tensors = parts[:len(described)], parts[len(described):-1]
+    used: set[int] = set()
+    records: list[dict[str, Any]] = []
+    for entry in described:
+        if not isinstance(entry, dict) or set(entry) - {"why", *RECORD_PARTS}:
+            raise ValueError("an exact record has fields the harness does not write")
+        why = entry.get("why")
+        if why is not None and not isinstance(why, str):
+            raise ValueError("an exact record's reason is not text")
+        record: dict[str, Any] = {"why": why}
+        for part in RECORD_PARTS:
+            if part not in entry:
+                continue
+            index = entry[part]
+            if index is None:
+                record[part] = None
+                continue
+            if type(index) is not int or not 0 <= index < len(tensors) or index in used:
+                raise ValueError("an exact record points at no tensor of its own")
+            used.add(index)
+            record[part] = tensors[index]
+        records.append(record)
+    if len(used) != len(tensors):
+        raise ValueError("tensors beside the exact records that no record names")
+    return native, records

@@ -26,7 +26,7 @@ from problems.spec import DTYPE_NAMES, Problem, secret_seed
 from .background_saves import BackgroundSaves
 from .candidate import CandidateError
 from .channel import STEP, TIMES, RankChannel
-from .exact import exact_path, exact_with_band, save_exact
+from .exact import exact_path, exact_with_band, flatten_records, residual_record, save_exact
 from .job import TaskSpec, TrialSpec, trial_step
 from .rank_timing import CommandReader, TimingSession, kept_outputs, serve
 from .report import FailureClass
@@ -165,7 +165,8 @@ class TaskRunner:
         from .shim.calls import serve_calls
 
         def finish(command: dict[str, Any]) -> None:
-            if self.side == "reference":
+            # Re-checked through the judge's slots (``exact_parts``), the reference writes no files.
+            if self.side == "reference" and not command.get("rechecked"):
                 self.run_trials(self.task["trials"] + list(command.get("rechecks", [])))
 
         serve_calls(self, self.ctx.buffers, self.ctx.commands, finish,
@@ -226,6 +227,18 @@ class TaskRunner:
         else:
             save()
         self.ctx.channel.send(STEP, task=self.task["task"], step=step)
+
+    def exact_parts(self, inputs: dict[str, Any]) -> list[torch.Tensor]:
+        """A re-check the judge released (``shim/calls.py``, call marked ``exact``): the native
+        outputs, then the exact records' tensors, then their description (``exact.flatten_records``),
+        computed as ``run_trial`` computes them, on the judge's own inputs. The reference's only."""
+        if self.side != "reference":
+            raise SystemExit("only the reference's ranks recompute exact answers")
+        exact = exact_with_band(self.call, inputs, self.problem.decision_band)  # before the call can overwrite them
+        outputs = as_output_list(self.call(inputs), self.side)
+        synchronize(self.ctx.device)
+        parts, meta = flatten_records(residual_record(outputs, exact, device=self.ctx.device))
+        return outputs + parts + [meta]
 
     def tensor_bytes(self, inputs: dict[str, Any]) -> int:
         return sum(t.numel() * t.element_size() for t in _tensor_inputs(inputs).values())

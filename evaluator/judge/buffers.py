@@ -162,10 +162,15 @@ class RankBuffers:
         """Inputs whose bytes in the buffer are no longer the ones we wrote."""
         return [name for name, differs in self.input_changes(written, may_overwrite) if bool(differs)]
 
-    def read_outputs(self, call: int) -> list[torch.Tensor]:
+    def read_outputs(self, call: int, span: int = 1) -> list[torch.Tensor]:
         """Our own copy of what the rank left in slot ``call``; every field is checked against the
-        slot's bounds before a byte of data is read."""
+        slot's bounds before a byte of data is read. ``span``: the slot and the ``span - 1`` after
+        it, as one (the reference's re-checks, whose exact records travel beside their outputs:
+        then all of it may be read, not half)."""
+        assert span == 1 or (call % self.calls) + span <= self.calls, "a span of slots wraps the ring"
         base = self.slot(call)
+        limit = span * self.slot_bytes  # where this slot's data must end
+        bound = self.max_output_bytes if span == 1 else limit - HEADER_BYTES
         raw = self.output.view(base, HEADER_BYTES).cpu().numpy().tobytes()
         length = header_length(raw)
         if not 0 < length <= HEADER_BYTES - 4:
@@ -182,13 +187,14 @@ class RankBuffers:
             in_heap = isinstance(entry, list) and len(entry) == 5 and entry[4] == IN_HEAP
             described = self._described(entry[:4] if in_heap else entry)
             total += described[3]
-            if total > self.max_output_bytes:  # before a byte of it is read
-                raise OutputError(f"the outputs take more than {self.max_output_bytes} bytes, twice what any "
-                                  "reference's outputs take for this problem and size")
+            if total > bound:  # before a byte of it is read
+                raise OutputError(f"the outputs take more than {bound} bytes, twice what any "
+                                  "reference's outputs take for this problem and size" if span == 1 else
+                                  f"a re-check's outputs and exact records take more than its {bound} bytes")
             if in_heap:
                 outputs.append(self._heap_output(described, call))
             else:
-                outputs.append(self._one_output(described, base, end))
+                outputs.append(self._one_output(described, base, end, limit))
                 end = described[2] + described[3]
             self.outputs_read["in_place" if in_heap else "copied"] += 1
         return outputs
@@ -231,9 +237,10 @@ class RankBuffers:
         self.heap_spans.append((offset, offset + nbytes, call))
         return self.heap.view(offset, nbytes).clone().view(dtype).view(shape)
 
-    def _one_output(self, described: tuple[torch.dtype, list[int], int, int], base: int, after: int) -> torch.Tensor:
+    def _one_output(self, described: tuple[torch.dtype, list[int], int, int], base: int, after: int,
+                    limit: int) -> torch.Tensor:
         dtype, shape, offset, nbytes = described
-        if offset < after or offset + nbytes > self.slot_bytes:
+        if offset < after or offset + nbytes > limit:
             raise OutputError(f"the outputs take more than the {self.slot_bytes - HEADER_BYTES} bytes "
                               "this problem's outputs can take, or overlap")
         if nbytes == 0:

@@ -26,11 +26,12 @@ import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import torch
 
 from ..config import TimingConfig
+from ..exact import split_exact_parts
 from ..job import CHECKED_CALLS, call_seed
 from ..launcher import SideRun
 from ..paired import Block, DrivenFailure, PairedTimer, SideBlocks, answered_twice
@@ -238,7 +239,7 @@ class Judge:
     def run_calls(self, run: SideRun, other: Optional[SideRun], side: str, written: list[list[WrittenCall]],
                   within_s: float, what: str, builds: bool = False,
                   on_called: Optional[Callable[[int, int], None]] = None,
-                  names: Optional[list[str]] = None) -> BlockPhases:
+                  names: Optional[list[str]] = None, exact_span: int = 0) -> BlockPhases:
         """Release the first call's inputs, thaw the side, have it run the calls: once every rank
         has returned a call, ``on_called(rank, call)`` takes what it wants of it for each rank and
         the next call's inputs are released to all; wait for the answer, freeze the side: where
@@ -254,9 +255,11 @@ class Judge:
         # candidate can delete from its own process and be scored faster for (red team,
         # skips_the_alignment). The judge holds the barrier instead: no rank gets call i + 1
         # before every rank has returned call i.
+        span = max(exact_span, 1)  # re-checks: each call's outputs and exact records in ``span`` slots
         commands = [{"cmd": "calls", "block": block, **({"release": "block"} if by_block else {}),
-                     "calls": [{"inputs": w.manifest, "slot": self.buffers[side][rank].slot(i), "align": False,
-                                "capacity": self.buffers[side][rank].slot_bytes} for i, w in enumerate(calls)]}
+                     "calls": [{"inputs": w.manifest, "slot": self.buffers[side][rank].slot(i * span), "align": False,
+                                "capacity": span * self.buffers[side][rank].slot_bytes,
+                                **({"exact": True} if exact_span else {})} for i, w in enumerate(calls)]}
                     for rank, calls in enumerate(written)]
         for rank, calls in enumerate(written):
             for call in calls if by_block else calls[:1]:
@@ -511,6 +514,41 @@ class Judge:
             self.check_stood_frozen(f"trial {index}")
             self.save_outputs(f"trial{index}", outputs)
             self.progress("candidate", "step", f"trial {index}")
+
+    def recheck_span(self) -> int:
+        """Slots one re-check takes in the reference's ring: its outputs (at most half a slot, as
+        every reference's are) and its exact records beside them (each residual at most twice an
+        output's bytes, three of them where the problem has a decision band); 0 where the ring
+        is too short to hold one (the reference then re-checks into files, as judged in the ranks)."""
+        residuals = 3 if self.maker.problem.decision_band is not None else 1
+        span = 1 + residuals * 2  # half-slots: outputs, then residuals of up to twice their bytes
+        span = (span + 1) // 2 + 1  # whole slots, and one for the headers and the description
+        ring = min(b.calls for b in self.buffers["reference"])
+        return span if ring >= span else 0
+
+    def recheck(self, run: SideRun, seeds: list[int], within_s: float,
+                span: int) -> Iterator[tuple[int, list[tuple[list[torch.Tensor], list[dict[str, Any]]]]]]:
+        """The reference's re-checks, once the candidate has ended: its outputs and exact records
+        for the calls of these seeds, on the inputs the judge makes (the candidate's own bytes),
+        as many a block as the ring holds, each read from the slots the reference wrote (no file is
+        written, copied out of its sandbox or loaded). Yields each seed's index with, per rank,
+        (outputs, records); the caller judges them before the next block overwrites them."""
+        per_block = max(1, min(b.calls for b in self.buffers["reference"]) // span)
+        for start in range(0, len(seeds), per_block):
+            chunk = seeds[start:start + per_block]
+            written = self.stage("reference", chunk)
+            self.run_calls(run, None, "reference", written, within_s=within_s * len(chunk),
+                           what=f"re-checks {start + 1}-{start + len(chunk)}", exact_span=span)
+            for i in range(len(chunk)):
+                yield start + i, [self.exact_outputs(rank, i, span) for rank in range(len(written))]
+
+    def exact_outputs(self, rank: int, call: int, span: int) -> tuple[list[torch.Tensor], list[dict[str, Any]]]:
+        try:
+            return split_exact_parts(self.buffers["reference"][rank].read_outputs(call * span, span))
+        except (OutputError, ValueError) as exc:  # the reference's own slot: ours, hence harness_error
+            raise DrivenFailure("reference", make_failure(
+                FailureClass.PROTOCOL_VIOLATION, f"rank {rank}: a re-check's slot is not what the harness "
+                f"writes ({exc})", rank=rank)) from None
 
     def progress(self, side: str, event: str, step: str) -> None:
         if self.on_progress is not None:

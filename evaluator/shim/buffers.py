@@ -98,7 +98,9 @@ class SharedBuffers:
             values[name] = _decode(value)
         return values
 
-    def write_outputs(self, outputs: list[torch.Tensor], slot: int, capacity: int) -> None:
+    def write_outputs(self, outputs: list[torch.Tensor], slot: int, capacity: int, in_place: bool = True) -> None:
+        """``outputs`` into the slot at ``slot`` (``capacity`` bytes, header included), each copied
+        there or, with ``in_place``, left where it lies when that is in the heap."""
         if len(outputs) > MAX_OUTPUTS:
             raise _too_large(f"{len(outputs)} outputs; at most {MAX_OUTPUTS} can be returned")
         device = self.output.torch_device
@@ -108,7 +110,7 @@ class SharedBuffers:
         for original in outputs:
             tensor = original.detach()
             nbytes = tensor.numel() * tensor.element_size()
-            in_heap = self._left_in_place(tensor, nbytes)
+            in_heap = self._left_in_place(tensor, nbytes) if in_place else None
             if in_heap is not None:
                 # Left where it is: the judge reads it through its own mapping after the block.
                 entries.append([dtype_name(tensor.dtype), list(original.shape), in_heap, nbytes, IN_HEAP])

@@ -42,16 +42,23 @@ def serve_calls(runner: Any, buffers: SharedBuffers, commands: Any,
                 if index and not by_block:
                     _wait_for_go(commands, block, index)
                 inputs = buffers.inputs(call["inputs"])
-                if call.get("align", True):
-                    runner.align()
-                # Released by block on GPUs, the call allocates from the heap the judge reads
-                # in place (shim/heap.py); elsewhere there is none and nothing changes.
-                with buffers.allocating():
-                    result = runner.call(inputs)
-                outputs = as_outputs(result)
-                if not by_block:
-                    synchronize()  # call by call, each call's work (side streams too) ends before its slot is written
-                buffers.write_outputs(outputs, int(call["slot"]), int(call["capacity"]))
+                if call.get("exact"):
+                    # A re-check (the reference's ranks only, after the candidate has ended): the
+                    # outputs and the exact answer's records, copied into the slot, not timed.
+                    outputs = runner.exact_parts(inputs)
+                    synchronize()
+                    buffers.write_outputs(outputs, int(call["slot"]), int(call["capacity"]), in_place=False)
+                else:
+                    if call.get("align", True):
+                        runner.align()
+                    # Released by block on GPUs, the call allocates from the heap the judge reads
+                    # in place (shim/heap.py); elsewhere there is none and nothing changes.
+                    with buffers.allocating():
+                        result = runner.call(inputs)
+                    outputs = as_outputs(result)
+                    if not by_block:
+                        synchronize()  # call by call, each call's work (side streams too) ends before its slot is written
+                    buffers.write_outputs(outputs, int(call["slot"]), int(call["capacity"]))
                 if index + 1 < len(calls) and not by_block:
                     synchronize()  # on a GPU the slot's copy runs on the rank's stream: the judge reads it next
                     ctx.channel.send(CALLED, task=task, block=block, call=index)

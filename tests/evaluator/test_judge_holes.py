@@ -127,10 +127,15 @@ def test_digests_agree_between_a_device_and_the_parent_and_see_one_changed_bit()
 
 # -- the third red-team pass (2026-11-29) -------------------------------------------------------
 
-def test_the_judges_copies_on_its_disk_are_compared_as_the_judge_wrote_them():
+def test_the_judges_copies_on_its_disk_are_compared_as_the_judge_wrote_them(monkeypatch):
     # Unconfined, the lazy candidate (no communication at all) summed its ranks' files on the
     # judge's disk at its finish, after the judge had written them: PASS at 1.8x before. Confined,
-    # that disk is in none of its namespaces and its wrong answers stand.
+    # that disk is in none of its namespaces and its wrong answers stand. Since 2026-11-29 the judge
+    # keeps its copies in memory while its holding budget lasts and writes only the rest: with no
+    # budget, every copy goes to its disk, as every copy did when this attack was found.
+    import evaluator.api
+
+    monkeypatch.setattr(evaluator.api, "hold_budget", lambda device, world_size: 0)
     report = run("rewrites_judge_files")
     assert report["verdict"] == "fail", (report.get("timing") or {}).get("speedup")
     if report["sandbox"] == "off":
