@@ -40,7 +40,9 @@ def usage_by_namespace(count_files: bool) -> dict[str, tuple[int, int]]:
             # process's own status shows no memory and its fd folder is empty. A living thread
             # shows both (red team, hides_memory_behind_an_exited_main_thread: 2.4 GiB unseen).
             view, rss = _living_thread(name)
-        rss = (rss or 0) * 1024
+        # Page tables are host memory of the process's too, and in no resident set: without an
+        # address-space limit (GPU ranks) a process's sparse mappings make 256 MiB of them.
+        rss = ((rss or 0) + (_field(status, b"VmPTE:") or 0)) * 1024
         if count_files:
             rss += memory_files(view, seen, pipes)
         group = groups.setdefault(namespace, [0, 0])
