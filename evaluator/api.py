@@ -15,7 +15,6 @@ import dataclasses
 import datetime
 import functools
 import hashlib
-import math
 import os
 import re
 import secrets
