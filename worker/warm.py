@@ -263,8 +263,15 @@ def _template_cuda_fork_safety() -> tuple[bool, str]:
 
 
 def serve(sock: socket.socket) -> None:
+    from evaluator import bytecode_cache
+
+    # On hosts whose torch ships no bytecode: the template's own imports come from the cache, and
+    # the ranks' is warmed now, before the first job (a child inherits the answer, not the wait).
+    bytecode_cache.adopt()
     import evaluator.api  # noqa: F401 - the imports every job would repeat: torch, the problems
     import evaluator.cli  # noqa: F401
+
+    bytecode_cache.ranks_cache()
 
     clean, why = _template_cuda_fork_safety()
     sock.send(json.dumps({"ready": True, "cuda_clean": clean, "cuda_why": why}).encode())
