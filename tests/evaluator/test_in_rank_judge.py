@@ -35,6 +35,9 @@ def test_the_references_own_code_passes_timed_and_the_report_says_which_judge_ra
     assert "checks" not in timing  # the judge outside's draw: not this judge's
     assert math.isfinite(timing["speedup"]) and 0.2 < timing["speedup"] < 5
     assert {t["kind"] for t in report["trials"]} == {"correctness", "timed"}
+    # Where the wall time went, as judged outside (docs/judge.md: the default's phases on a GPU).
+    assert list(report["wall_time"]["phases_s"]) == ["start", "timing", "candidate_end", "finish",
+                                                     "reference_end", "comparison"]
 
 
 def test_a_rank_wrong_alone_fails_in_its_trials():
