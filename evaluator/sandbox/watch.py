@@ -52,8 +52,9 @@ def usage_by_namespace(count_files: bool) -> dict[str, tuple[int, int]]:
 
 
 # Sockets of the side read at most, per reading: honest ranks hold a few per peer (gloo, NCCL's
-# bootstrap), and a side with more is held to that alone (socket_queue_bytes).
-MAX_SOCKETS = 100_000
+# bootstrap), and a side with more is held to that alone (socket_queue_bytes). The init reads them
+# every 0.5 s at its raised priority, beside whichever side runs: the bound keeps that cheap.
+MAX_SOCKETS = 20_000
 
 
 def socket_queue_bytes() -> tuple[int, bool]:
