@@ -28,6 +28,8 @@ from __future__ import annotations
 import os
 from typing import Optional
 
+from ..sandbox.net_queues import queued_per_socket
+
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -64,23 +66,10 @@ def namespace_share(net: str) -> tuple[int, int, bool]:
     """In the network namespace whose /proc/PID/net folder is ``net``: bytes its TCP sockets hold
     by their queues (a page at least for each that holds any; listening sockets count connections
     there, not bytes), its MPTCP sockets, and whether it has more than MAX_SOCKETS TCP sockets."""
-    held = lines = 0
-    for name in ("tcp", "tcp6"):
-        try:
-            with open(f"{net}/{name}", "rb") as handle:
-                next(handle, None)  # the header
-                for line in handle:
-                    lines += 1
-                    if lines > MAX_SOCKETS:
-                        return held, 0, True
-                    fields = line.split()
-                    if len(fields) < 5 or fields[3] == b"0A":
-                        continue
-                    tx, _, rx = fields[4].partition(b":")
-                    if (queued := int(tx, 16) + int(rx, 16)):
-                        held += max(queued, PAGE)
-        except (OSError, ValueError):
-            continue
+    queues, _, too_many = queued_per_socket(net, ("tcp", "tcp6"), MAX_SOCKETS)
+    held = sum(max(queued, PAGE) for queued in queues if queued)
+    if too_many:
+        return held, 0, True
     mptcp = 0
     try:
         with open(f"{net}/protocols", "rb") as handle:

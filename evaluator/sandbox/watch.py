@@ -11,6 +11,8 @@ import socket
 import struct
 import time
 
+from .net_queues import queued_per_socket
+
 STOP_WAIT_S = 10.0
 
 
@@ -67,22 +69,10 @@ def socket_queue_bytes() -> tuple[int, bool]:
     hosts give the side no cgroup at all), and no process's resident set shows them: rank 0 held
     3 GiB in UDP receive queues under a 2 GiB limit per rank and passed (red team, ninth pass:
     holds_memory_in_udp_queues)."""
-    queued = lines = 0
-    for name in ("udp", "udp6", "tcp", "tcp6"):
-        try:
-            with open(f"/proc/net/{name}", "rb") as handle:
-                next(handle, None)  # the header
-                for line in handle:
-                    lines += 1
-                    if lines > MAX_SOCKETS:
-                        return queued, True
-                    fields = line.split()
-                    if len(fields) < 5 or fields[3] == b"0A":  # a listening TCP socket counts connections there
-                        continue
-                    tx, _, rx = fields[4].partition(b":")
-                    queued += int(tx, 16) + int(rx, 16)
-        except (OSError, ValueError):
-            continue
+    queues, lines, too_many = queued_per_socket("/proc/net", ("udp", "udp6", "tcp", "tcp6"), MAX_SOCKETS)
+    queued = sum(queues)
+    if too_many:
+        return queued, True
     # Netlink's queues belong to no pool of the host at all: one unprivileged process may send to
     # another's NETLINK_USERSOCK socket, 8 MiB a socket (red team, ninth pass:
     # holds_memory_in_netlink_queues). Its columns: sk Eth Pid Groups Rmem Wmem ...
