@@ -96,3 +96,31 @@ def test_a_ring_too_short_for_a_recheck_falls_back_to_the_references_files(tmp_p
                                  workdir=tmp_path / "work"))
     assert report["verdict"] == "pass", report["failure"]
     assert list((tmp_path / "work" / "reference").glob("*.pt"))
+
+
+def test_released_by_block_many_rechecks_share_one_block_and_each_is_judged(tmp_path, monkeypatch):
+    """Released by block the reference's ring holds a whole timing block, so one command carries
+    many re-checks, each in its own span of slots: every one is judged (a stale candidate fails at
+    a timed call, an honest one passes with every re-check counted)."""
+    from evaluator.api import evaluate
+    from evaluator.config import EvalConfig
+    from evaluator.judge import driver
+
+    blocks: list[int] = []
+    run_calls = driver.Judge.run_calls
+
+    def counting(self, run, other, side, written, *args, **kwargs):
+        if kwargs.get("exact_span"):
+            blocks.append(len(written[0]))
+        return run_calls(self, run, other, side, written, *args, **kwargs)
+
+    monkeypatch.setattr(driver.Judge, "run_calls", counting)
+    honest = evaluate(EvalConfig(problem="all-reduce", solution_path=_copy_of_the_reference(tmp_path),
+                                 world_size=2, device="cpu", size="small", limits=TEST_LIMITS,
+                                 judge_release="block"))
+    assert honest["verdict"] == "pass", honest["failure"]
+    assert max(blocks) > 1 and sum(blocks) == len(honest["trials"])
+    stale = evaluate(EvalConfig(problem="all-reduce", solution_path=BROKEN / "cpu_stale_cache.py",
+                                world_size=2, device="cpu", size="small", limits=TEST_LIMITS,
+                                judge_release="block"))
+    assert stale["failure"]["failure_class"] == "value_mismatch", stale["failure"]
