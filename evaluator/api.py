@@ -440,14 +440,18 @@ class Evaluation:
         labels = self.labels(timed_calls)
         checked: dict[tuple[str, int], Any] = {}
         step_s = self.config.limits.step_s
-        for index, per_rank in judge.recheck(reference_run, [seed for _, seed, _, _, _ in labels], step_s, span):
-            _, _, kind, label, _ = labels[index]
-            for rank, reference in enumerate(per_rank):
-                checked[(label, rank)] = self.check_rank(workdir, label, "", rank, written=judge.written,
-                                                         held=held_copy(judge.held, label, rank), reference=reference)
-            # The steps the reference's ranks said when they wrote files, now the judge's to say.
-            judge.progress("reference", "step", f"trial {index}" if kind == "correctness"
-                           else f"recheck of timed call {label.removeprefix('timed')}")
+        seeds = [seed for _, seed, _, _, _ in labels]
+        # A call's ranks judged at once: each check is a few memory-bound passes that release the GIL.
+        with ThreadPoolExecutor(max_workers=JUDGE_THREADS) as pool:
+            for index, per_rank in judge.recheck(reference_run, seeds, step_s, span):
+                _, _, kind, label, _ = labels[index]
+                results = pool.map(lambda ranked: self.check_rank(
+                    workdir, label, "", ranked[0], written=judge.written,
+                    held=held_copy(judge.held, label, ranked[0]), reference=ranked[1]), enumerate(per_rank))
+                checked.update(((label, rank), result) for rank, result in enumerate(results))
+                # The steps the reference's ranks said when they wrote files, now the judge's to say.
+                judge.progress("reference", "step", f"trial {index}" if kind == "correctness"
+                               else f"recheck of timed call {label.removeprefix('timed')}")
         return checked
 
     def candidate_spent_the_time(self, reference: SideRun, candidate_ran_s: float,
