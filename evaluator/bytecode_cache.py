@@ -32,7 +32,7 @@ WARM_TIMEOUT_S = 300.0
 
 # What a rank imports on its way to the first trial (rank_main and what it loads lazily).
 _WARM_PROGRAM = (
-    "import sys; sys.pycache_prefix = sys.argv[1]; sys.dont_write_bytecode = False; "
+    "import os, sys; os.umask(0o022); sys.pycache_prefix = sys.argv[1]; sys.dont_write_bytecode = False; "
     "sys.path.insert(0, sys.argv[2]); "
     "import torch, torch.distributed, torch.utils._python_dispatch; "
     "import problems, evaluator.rank_main, evaluator.rank_runner, evaluator.exact, evaluator.builds, "
@@ -104,6 +104,10 @@ def adopt() -> Optional[str]:
     eval`` (before the first rank starts). Call before torch is imported; returns the directory."""
     if sys.pycache_prefix is not None or not installed_without_bytecode("torch"):
         return None
+    umask = os.umask(0o022)
+    os.umask(umask)
+    if umask & 0o022 != 0o022:
+        return None  # what this process writes there others could rewrite: the folders Python makes
     directory = Path(os.environ.get(CACHE_ENV) or _default_dir())
     try:
         directory.mkdir(mode=0o755, parents=True, exist_ok=True)

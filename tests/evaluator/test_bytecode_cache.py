@@ -85,6 +85,11 @@ def test_the_evaluator_adopts_the_cache_only_where_torch_ships_no_bytecode(tmp_p
     assert adopt() == str(tmp_path / "pycache")
     assert sys.pycache_prefix == str(tmp_path / "pycache") and not sys.dont_write_bytecode
     monkeypatch.setattr(sys, "pycache_prefix", None)
+    previous = os.umask(0o002)  # the folders Python would make there: writable by the group
+    try:
+        assert adopt() is None and sys.pycache_prefix is None
+    finally:
+        os.umask(previous)
     os.chmod(tmp_path / "pycache", 0o775)  # another may write there: not ours alone
     assert adopt() is None and sys.pycache_prefix is None
 
