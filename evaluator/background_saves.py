@@ -1,7 +1,8 @@
 """The reference's output files written beside its next trial, not after each one.
 
-At its finish the reference recomputes every trial and every checked timed call (69 at the
-default settings), and each leaves two files: its outputs and the exact answer's residuals. On a
+Where the reference re-checks into files (judged in the ranks, or judged outside with a ring too
+short for the judge's slots: evaluator/judge/driver.py ``recheck``), each trial and checked timed
+call it recomputes leaves two files: its outputs and the exact answer's residuals. On a
 GPU host one 64 MiB output took 100 ms to save from one thread and 56 ms a save from four side by
 side (`scripts/gpu/recheck_cost.py`, one H200 host, 2026-11-29), where the GPU work of a re-check
 takes about 2 ms: the saves were the finish. Only the reference's rank uses this (its code is

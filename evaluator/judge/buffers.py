@@ -241,7 +241,7 @@ class RankBuffers:
                     limit: int) -> torch.Tensor:
         dtype, shape, offset, nbytes = described
         if offset < after or offset + nbytes > limit:
-            raise OutputError(f"the outputs take more than the {self.slot_bytes - HEADER_BYTES} bytes "
+            raise OutputError(f"the outputs take more than the {limit - HEADER_BYTES} bytes "
                               "this problem's outputs can take, or overlap")
         if nbytes == 0:
             return torch.empty(shape, dtype=dtype)

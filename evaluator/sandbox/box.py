@@ -94,10 +94,11 @@ def copy_regular_files(source_dir_fd: int, dest: Path, rules: OutputRules) -> No
     through a descriptor opened with O_NOFOLLOW, up to ``rules.max_files`` files and
     ``rules.max_bytes`` in all; what is left out surfaces as missing outputs.
 
-    The files are chosen one by one, then copied side by side, a batch at a time: a reference's
-    finish at the default size leaves 17 GiB of them (69 re-checks, two files of 64 MiB per
-    rank), one thread copied a 64 MiB file from memory to memory in 79 ms on this repository's
-    machine, and os.pread and write release the GIL.
+    The files are chosen one by one, then copied side by side, a batch at a time: a reference that
+    re-checks into files (judged in the ranks, or outside where its ring is too short for the
+    slots) leaves two files of up to 64 MiB per re-check and rank at the default size (17 GiB for
+    69 re-checks), one thread copied a 64 MiB file from memory to memory in 79 ms on this
+    repository's machine, and os.pread and write release the GIL.
     """
     dest.mkdir(parents=True, exist_ok=True)
     batch: list[tuple[int, str, int]] = []  # (descriptor, name, bytes it had when we looked)

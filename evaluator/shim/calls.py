@@ -45,8 +45,7 @@ def serve_calls(runner: Any, buffers: SharedBuffers, commands: Any,
                 if call.get("exact"):
                     # A re-check (the reference's ranks only, after the candidate has ended): the
                     # outputs and the exact answer's records, copied into the slot, not timed.
-                    outputs = runner.exact_parts(inputs)
-                    synchronize()
+                    outputs = runner.exact_parts(inputs)  # it waited for the call's work itself
                     buffers.write_outputs(outputs, int(call["slot"]), int(call["capacity"]), in_place=False)
                 else:
                     if call.get("align", True):
